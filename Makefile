@@ -1,0 +1,30 @@
+# Two entry points a newcomer needs: `make demo` (the main job) and `make test` (the whole suite).
+# Both build a private virtualenv on first use, so a fresh machine needs only Python 3.11 and make.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo simulate test typecheck unit clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kruntimes simulate examples/weighted-scoring.yaml
+
+simulate: demo
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -n 2 -q
+
+test: typecheck unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis

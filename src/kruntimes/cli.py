@@ -1,0 +1,64 @@
+"""The one entry point, `kruntimes`, and its subcommands.
+
+Each subcommand lives in its own module that exposes ``configure(parser)`` and
+``run(args) -> int``; this file only wires them together, importing each lazily
+so that ``kruntimes simulate`` never pays for the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kruntimes import __version__
+
+
+class _Command(Protocol):
+    def configure(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+# name -> (module, one-line help). Order is the order `--help` lists them.
+_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("simulate", "kruntimes.commands.simulate", "what-if scheduling of a scenario file, offline"),
+    ("replay", "kruntimes.commands.replay", "re-plan every record of a cycle log and diff the decisions"),
+    ("dev-cluster", "kruntimes.devcluster.command", "a local, in-memory Kubernetes API server for development"),
+)
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, _Command]]:
+    parser = argparse.ArgumentParser(
+        prog="kruntimes",
+        description="Schedule kruntimes Runs onto warm Runtime Pods, or explore how it would.",
+    )
+    parser.add_argument("--version", action="version", version=f"kruntimes {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands: dict[str, _Command] = {}
+    for name, module_name, help_text in _COMMANDS:
+        try:
+            module = cast(_Command, importlib.import_module(module_name))
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue  # a subcommand not built into this installation
+            raise
+        cmd_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.configure(cmd_parser)
+        commands[name] = module
+    return parser, commands
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, commands = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return commands[args.command].run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

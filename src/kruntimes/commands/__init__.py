@@ -1,0 +1,1 @@
+"""Subcommands of the `kruntimes` command line, one module each."""

@@ -1,0 +1,1 @@
+"""The imperative shell: watches, the two atoms, status writes, metrics and servers."""

@@ -1,0 +1,520 @@
+"""Decoding Kubernetes JSON into the scheduler's immutable records.
+
+Every function here is total: any JSON value in, a ``Result`` out, never an
+exception. Structural problems that make an object unusable (not an object, no
+name) are ``Failure(DecodeError)``; problems in a Run's spec are kept inside
+the decoded ``Run`` so the cycle can fail that Run with an actionable reason.
+A malformed pod annotation or condition is ignored, as SPEC §1 requires.
+This is a purely computational module with no side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal, TypeAlias, cast
+
+from returns.result import Failure, Result, Success
+
+from kruntimes.pure.model import (
+    API_VERSION,
+    CAPACITY_ANNOTATION_PREFIX,
+    DEFAULT_CAPACITY,
+    EMPTY_LABELS,
+    GROUP,
+    HEARTBEAT_CONDITION,
+    OPERATORS,
+    RUNS_RESOURCE,
+    RUNTIME_LABEL,
+    TOPOLOGY_KEY,
+    WORKSPACE_KIND,
+    AffinityTerm,
+    Condition,
+    LabelSelector,
+    Labels,
+    Operator,
+    Requirement,
+    Resources,
+    Run,
+    RunAffinity,
+    RunStatus,
+    RuntimePod,
+    WeightedTerm,
+    Workspace,
+    WorkspaceRef,
+    first_condition,
+    frozen_labels,
+    frozen_resources,
+)
+from kruntimes.pure.quantity import Amount, parse_nonnegative_integer, parse_quantity
+from kruntimes.pure.timefmt import parse_duration, parse_time
+
+DecodeReason: TypeAlias = Literal["NotAnObject", "MissingField", "WrongType", "UnknownKind"]
+
+MAX_TERMS: Final = 32
+"""At most this many terms per affinity list (the CRD's bound; keeps hostile input cheap)."""
+MAX_NAME_IN_MESSAGE: Final = 63
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeError:
+    """Why an object could not be decoded at all; ``path`` names the field."""
+
+    reason: DecodeReason
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+Decoded: TypeAlias = RuntimePod | Run | Workspace
+
+# --- small total accessors ------------------------------------------------------
+
+
+def _as_map(value: object) -> Mapping[str, object] | None:
+    if isinstance(value, Mapping):
+        return cast(Mapping[str, object], value)
+    return None
+
+
+def _as_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _str_field(obj: Mapping[str, object], key: str) -> str:
+    """A string field, or "" when absent or not a string."""
+    value = obj.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _map_field(obj: Mapping[str, object], key: str) -> Mapping[str, object]:
+    return _as_map(obj.get(key)) or {}
+
+
+def _string_map(value: object) -> Labels:
+    """Keep only the string → string entries of a label/annotation map."""
+    as_map = _as_map(value)
+    if not as_map:
+        return EMPTY_LABELS
+    return frozen_labels({k: v for k, v in as_map.items() if isinstance(k, str) and isinstance(v, str)})
+
+
+def _time_field(obj: Mapping[str, object], key: str) -> datetime | None:
+    text = obj.get(key)
+    return parse_time(text) if isinstance(text, str) else None
+
+
+def _conditions(value: object) -> tuple[Condition, ...]:
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        return ()
+    result: list[Condition] = []
+    for item in value:
+        entry = _as_map(item)
+        if entry is None:
+            continue
+        type_ = entry.get("type")
+        if not isinstance(type_, str):
+            continue
+        result.append(
+            Condition(
+                type=type_,
+                status=_str_field(entry, "status"),
+                reason=_str_field(entry, "reason"),
+                message=_str_field(entry, "message"),
+                last_transition_time=_time_field(entry, "lastTransitionTime"),
+                last_probe_time=_time_field(entry, "lastProbeTime"),
+            )
+        )
+    return tuple(result)
+
+
+def _quantity_text(value: object) -> str | None:
+    """Quantities arrive as strings, or as JSON numbers from hand-written files."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value == value and abs(value) < 1e18:
+        return repr(value)
+    return None
+
+
+def _metadata(obj: Mapping[str, object]) -> Result[tuple[Mapping[str, object], str, str, str], DecodeError]:
+    meta = _as_map(obj.get("metadata"))
+    if meta is None:
+        return Failure(DecodeError("MissingField", "metadata", "metadata must be an object"))
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return Failure(DecodeError("MissingField", "metadata.name", "metadata.name must be a non-empty string"))
+    namespace = meta.get("namespace", "default")
+    if not isinstance(namespace, str) or not namespace:
+        return Failure(DecodeError("WrongType", "metadata.namespace", "metadata.namespace must be a non-empty string"))
+    uid = meta.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return Failure(DecodeError("MissingField", "metadata.uid", "metadata.uid must be a non-empty string"))
+    return Success((meta, namespace, name, uid))
+
+
+# --- pods ------------------------------------------------------------------------------
+
+
+def capacity_from_annotations(annotations: Labels) -> Resources:
+    """Default ``{runs: 2}``, then every positive ``kruntimes.io/capacity.<resource>`` (SPEC §1)."""
+    capacity: dict[str, Amount] = dict(DEFAULT_CAPACITY)
+    for key, text in annotations.items():
+        if not key.startswith(CAPACITY_ANNOTATION_PREFIX):
+            continue
+        resource = key[len(CAPACITY_ANNOTATION_PREFIX) :]
+        if not resource:
+            continue
+        value = parse_quantity(text)
+        if value is not None and value > 0:
+            capacity[resource] = value
+    return frozen_resources(capacity)
+
+
+def decode_pod(value: object) -> Result[RuntimePod, DecodeError]:
+    """A core/v1 Pod as a Runtime Pod; malformed annotations and conditions are ignored."""
+    obj = _as_map(value)
+    if obj is None:
+        return Failure(DecodeError("NotAnObject", "", "a Pod must be a JSON object"))
+    return _metadata(obj).map(lambda m: _pod_from(obj, *m))
+
+
+def _pod_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: str, name: str, uid: str) -> RuntimePod:
+    status = _map_field(obj, "status")
+    conditions = _conditions(status.get("conditions"))
+    ready = first_condition(conditions, "Ready")
+    heartbeat = first_condition(conditions, HEARTBEAT_CONDITION)
+    return RuntimePod(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version=_str_field(meta, "resourceVersion"),
+        runtime=_string_map(meta.get("labels")).get(RUNTIME_LABEL, ""),
+        phase=_str_field(status, "phase"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        ready=ready is not None and ready.status == "True",
+        heartbeat_ok=heartbeat is not None and heartbeat.status == "True",
+        heartbeat_at=heartbeat.last_probe_time if heartbeat is not None else None,
+        capacity=capacity_from_annotations(_string_map(meta.get("annotations"))),
+    )
+
+
+# --- workspaces --------------------------------------------------------------------------
+
+
+def decode_workspace(value: object) -> Result[Workspace, DecodeError]:
+    obj = _as_map(value)
+    if obj is None:
+        return Failure(DecodeError("NotAnObject", "", "a PersistentWorkspace must be a JSON object"))
+
+    def build(m: tuple[Mapping[str, object], str, str, str]) -> Workspace:
+        meta, namespace, name, uid = m
+        spec = _map_field(obj, "spec")
+        status = _map_field(obj, "status")
+        return Workspace(
+            namespace=namespace,
+            name=name,
+            uid=uid,
+            resource_version=_str_field(meta, "resourceVersion"),
+            runtime=_str_field(spec, "runtime"),
+            mode=_str_field(spec, "mode"),
+            phase=_str_field(status, "phase"),
+            bound_pod=_str_field(status, "boundPod"),
+        )
+
+    return _metadata(obj).map(build)
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+def _bounded(name: str) -> str:
+    return name if len(name) <= MAX_NAME_IN_MESSAGE else name[:MAX_NAME_IN_MESSAGE] + "…"
+
+
+def decode_requests(value: object) -> tuple[Resources, str | None]:
+    """SPEC §2: the usable requests, and the validation message when any entry is bad.
+
+    The usable part (valid entries, zeros dropped, ``runs`` absent or zero → 1)
+    is what an *active* Run counts even when it is invalid.
+    """
+    if value is None:
+        return frozen_resources({RUNS_RESOURCE: 1}), None
+    as_map = _as_map(value)
+    if as_map is None:
+        return (
+            frozen_resources({RUNS_RESOURCE: 1}),
+            "spec.resources.requests must be a map of resource name to quantity",
+        )
+    valid: dict[str, Amount] = {}
+    bad: list[str] = []
+    # YAML may carry non-string keys even where JSON cannot.
+    for name, raw in cast(Mapping[object, object], as_map).items():
+        if not isinstance(name, str):
+            continue
+        text = _quantity_text(raw)
+        amount = parse_nonnegative_integer(text) if text is not None else None
+        if amount is None:
+            bad.append(name)
+        elif amount > 0:
+            valid[name] = amount
+    if not valid.get(RUNS_RESOURCE):
+        valid[RUNS_RESOURCE] = 1
+    error = None
+    if bad:
+        error = f'resource request "{_bounded(min(bad))}" must be a non-negative integer'
+    return frozen_resources(valid), error
+
+
+class _AffinityInvalid(Exception):
+    """Internal control flow of the affinity validator; never escapes this module."""
+
+
+def _selector(value: object, path: str) -> LabelSelector:
+    if value is None:
+        raise _AffinityInvalid(f"{path}.labelSelector is required")
+    selector = _as_map(value)
+    if selector is None:
+        raise _AffinityInvalid(f"{path}.labelSelector must be an object")
+    requirements: list[Requirement] = []
+    match_labels = selector.get("matchLabels")
+    if match_labels is not None:
+        labels = _as_map(match_labels)
+        if labels is None:
+            raise _AffinityInvalid(f"{path}.labelSelector.matchLabels must be a map of strings")
+        for key, label_value in labels.items():
+            if not isinstance(key, str) or not key or not isinstance(label_value, str):
+                raise _AffinityInvalid(f"{path}.labelSelector.matchLabels must be a map of strings")
+            requirements.append(Requirement(key, "In", frozenset({label_value})))
+    expressions = selector.get("matchExpressions")
+    if expressions is not None:
+        if not isinstance(expressions, Sequence) or isinstance(expressions, (str, bytes)):
+            raise _AffinityInvalid(f"{path}.labelSelector.matchExpressions must be a list")
+        for index, raw in enumerate(expressions):
+            requirements.append(_requirement(raw, f"{path}.labelSelector.matchExpressions[{index}]"))
+    if not requirements:
+        raise _AffinityInvalid(f"{path}.labelSelector must not be empty")
+    return LabelSelector(tuple(requirements))
+
+
+def _requirement(value: object, path: str) -> Requirement:
+    expression = _as_map(value)
+    if expression is None:
+        raise _AffinityInvalid(f"{path} must be an object")
+    key = expression.get("key")
+    if not isinstance(key, str) or not key:
+        raise _AffinityInvalid(f"{path}.key must be a non-empty string")
+    operator = expression.get("operator")
+    if not isinstance(operator, str) or operator not in OPERATORS:
+        raise _AffinityInvalid(f"{path}.operator must be one of In, NotIn, Exists, DoesNotExist")
+    raw_values = expression.get("values")
+    values: list[str] = []
+    if raw_values is not None:
+        if not isinstance(raw_values, Sequence) or isinstance(raw_values, (str, bytes)):
+            raise _AffinityInvalid(f"{path}.values must be a list of strings")
+        for item in raw_values:
+            if not isinstance(item, str):
+                raise _AffinityInvalid(f"{path}.values must be a list of strings")
+            values.append(item)
+    if operator in ("In", "NotIn") and not values:
+        raise _AffinityInvalid(f"{path}.values must be non-empty for operator {operator}")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise _AffinityInvalid(f"{path}.values must be empty for operator {operator}")
+    return Requirement(key, cast(Operator, operator), frozenset(values))
+
+
+def _term(value: object, path: str) -> AffinityTerm:
+    term = _as_map(value)
+    if term is None:
+        raise _AffinityInvalid(f"{path} must be an object")
+    topology = term.get("topologyKey")
+    if topology != TOPOLOGY_KEY:
+        raise _AffinityInvalid(f'{path}.topologyKey must be "{TOPOLOGY_KEY}"')
+    return AffinityTerm(_selector(term.get("labelSelector"), path))
+
+
+def _items(value: object, path: str) -> Sequence[object]:
+    if value is None:
+        return ()
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        raise _AffinityInvalid(f"{path} must be a list")
+    if len(value) > MAX_TERMS:
+        raise _AffinityInvalid(f"{path} must have at most {MAX_TERMS} terms")
+    return value
+
+
+def _required(value: object, path: str) -> tuple[AffinityTerm, ...]:
+    return tuple(_term(item, f"{path}[{i}]") for i, item in enumerate(_items(value, path)))
+
+
+def _preferred(value: object, path: str) -> tuple[WeightedTerm, ...]:
+    result: list[WeightedTerm] = []
+    for i, item in enumerate(_items(value, path)):
+        entry = _as_map(item)
+        here = f"{path}[{i}]"
+        if entry is None:
+            raise _AffinityInvalid(f"{here} must be an object")
+        weight = entry.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+            raise _AffinityInvalid(f"{here}.weight must be an integer from 1 to 100")
+        result.append(WeightedTerm(weight, _term(entry.get("runAffinityTerm"), f"{here}.runAffinityTerm")))
+    return tuple(result)
+
+
+_REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED: Final = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def decode_affinity(value: object) -> Result[RunAffinity, str]:
+    """Validate and compile ``spec.affinity`` (SPEC §3.5).
+
+    The failure message names only field paths, never label keys or values.
+    """
+    if value is None:
+        return Success(RunAffinity())
+    affinity = _as_map(value)
+    if affinity is None:
+        return Failure("spec.affinity must be an object")
+    try:
+        parts: dict[str, Mapping[str, object]] = {}
+        for name in ("runAffinity", "runAntiAffinity"):
+            raw = affinity.get(name)
+            if raw is None:
+                parts[name] = {}
+                continue
+            part = _as_map(raw)
+            if part is None:
+                raise _AffinityInvalid(f"{name} must be an object")
+            parts[name] = part
+        pos, neg = parts["runAffinity"], parts["runAntiAffinity"]
+        return Success(
+            RunAffinity(
+                required=_required(pos.get(_REQUIRED), f"runAffinity.{_REQUIRED}"),
+                preferred=_preferred(pos.get(_PREFERRED), f"runAffinity.{_PREFERRED}"),
+                anti_required=_required(neg.get(_REQUIRED), f"runAntiAffinity.{_REQUIRED}"),
+                anti_preferred=_preferred(neg.get(_PREFERRED), f"runAntiAffinity.{_PREFERRED}"),
+            )
+        )
+    except _AffinityInvalid as problem:
+        return Failure(str(problem))
+
+
+def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
+    if value is None:
+        return None, None
+    ref = _as_map(value)
+    if ref is None:
+        return None, "spec.workspace must be an object"
+    name = ref.get("name")
+    if not isinstance(name, str) or not name:
+        return None, "spec.workspace.name must be a non-empty string"
+    kind = ref.get("kind", WORKSPACE_KIND)
+    if kind != WORKSPACE_KIND:
+        return None, f"spec.workspace.kind must be {WORKSPACE_KIND}"
+    api_group = ref.get("apiGroup", GROUP)
+    if api_group != GROUP:
+        return None, f"spec.workspace.apiGroup must be {GROUP}"
+    return WorkspaceRef(name=name), None
+
+
+def _status(value: object) -> RunStatus:
+    status = _as_map(value) or {}
+    attempt = status.get("attempt")
+    return RunStatus(
+        phase=_str_field(status, "phase"),
+        assigned_pod=_str_field(status, "assignedPod"),
+        assigned_pod_uid=_str_field(status, "assignedPodUID"),
+        message=_str_field(status, "message"),
+        attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
+        conditions=_conditions(status.get("conditions")),
+        completion_time=_time_field(status, "completionTime"),
+    )
+
+
+def decode_run(value: object) -> Result[Run, DecodeError]:
+    """A Run; spec problems are recorded on it rather than failing the decode."""
+    obj = _as_map(value)
+    if obj is None:
+        return Failure(DecodeError("NotAnObject", "", "a Run must be a JSON object"))
+    return _metadata(obj).map(lambda m: _run_from(obj, *m))
+
+
+def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: str, name: str, uid: str) -> Run:
+    spec_error: str | None = None
+    raw_spec = obj.get("spec")
+    spec = _as_map(raw_spec)
+    if spec is None:
+        spec = {}
+        spec_error = "spec must be an object"
+    runtime_value = spec.get("runtime", "")
+    runtime = runtime_value if isinstance(runtime_value, str) else ""
+    if not isinstance(runtime_value, str):
+        spec_error = spec_error or "spec.runtime must be a string"
+    resources = spec.get("resources")
+    resources_map = _as_map(resources)
+    requests, requests_error = decode_requests((resources_map or {}).get("requests"))
+    if resources is not None and resources_map is None:
+        requests_error = "spec.resources must be an object"
+    affinity_result = decode_affinity(spec.get("affinity"))
+    affinity = affinity_result.value_or(RunAffinity())
+    affinity_error = affinity_result.swap().value_or(None)
+    workspace, workspace_error = _workspace_ref(spec.get("workspace"))
+    spec_error = spec_error or workspace_error
+    cancel = spec.get("cancelRequested", False)
+    if not isinstance(cancel, bool):
+        spec_error = spec_error or "spec.cancelRequested must be a boolean"
+        cancel = False
+    retry = _map_field(spec, "retryPolicy")
+    backoff_text = retry.get("backoff")
+    return Run(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version=_str_field(meta, "resourceVersion"),
+        creation_timestamp=_time_field(meta, "creationTimestamp"),
+        labels=_string_map(meta.get("labels")),
+        runtime=runtime,
+        requests=requests,
+        requests_error=requests_error,
+        affinity=affinity,
+        affinity_error=affinity_error,
+        workspace=workspace,
+        cancel_requested=cancel,
+        retry_backoff=parse_duration(backoff_text) if isinstance(backoff_text, str) else None,
+        spec_error=spec_error,
+        status=_status(obj.get("status")),
+    )
+
+
+# --- by kind ---------------------------------------------------------------------------------
+
+
+def decode_object(value: object) -> Result[Decoded, DecodeError]:
+    """Dispatch on ``apiVersion``/``kind``: Pod, Run or PersistentWorkspace."""
+    obj = _as_map(value)
+    if obj is None:
+        return Failure(DecodeError("NotAnObject", "", "an object must be a JSON object"))
+    api_version = obj.get("apiVersion")
+    kind = obj.get("kind")
+    if api_version == "v1" and kind == "Pod":
+        return decode_pod(obj).map(_widen)
+    if api_version == API_VERSION and kind == "Run":
+        return decode_run(obj).map(_widen)
+    if api_version == API_VERSION and kind == WORKSPACE_KIND:
+        return decode_workspace(obj).map(_widen)
+    return Failure(
+        DecodeError(
+            "UnknownKind",
+            "kind",
+            f"expected v1 Pod, {API_VERSION} Run or {API_VERSION} {WORKSPACE_KIND}",
+        )
+    )
+
+
+def _widen(value: Decoded) -> Decoded:
+    return value

@@ -1,0 +1,361 @@
+"""The scheduler's view of the cluster: immutable records decoded from JSON.
+
+Hot loops iterate tuples of these slotted, frozen records; small maps (labels,
+resources) are read-only ``Mapping`` views built once at decode time, because
+the planner reads them per pod per cycle and a plain dict lookup is many times
+faster than a persistent map's. Nothing here mutates after construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import Final, Literal, NamedTuple, TypeAlias
+
+from kruntimes.pure.quantity import Amount
+
+# --- wire constants -------------------------------------------------------
+
+GROUP: Final = "kruntimes.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+RUNTIME_LABEL: Final = "runtime"
+CAPACITY_ANNOTATION_PREFIX: Final = "kruntimes.io/capacity."
+HEARTBEAT_CONDITION: Final = "kruntimes.io/RuntimedReady"
+TOPOLOGY_KEY: Final = "kruntimes.io/runtime-pod"
+WORKSPACE_KIND: Final = "PersistentWorkspace"
+WORKSPACE_MODE_LOCAL: Final = "RuntimePodLocal"
+RUNS_RESOURCE: Final = "runs"
+DEFAULT_CAPACITY: Final[Mapping[str, Amount]] = MappingProxyType({RUNS_RESOURCE: 2})
+
+PENDING: Final = "Pending"
+SCHEDULED: Final = "Scheduled"
+RUNNING: Final = "Running"
+READY: Final = "Ready"
+SUCCEEDED: Final = "Succeeded"
+FAILED: Final = "Failed"
+TIMEOUT: Final = "Timeout"
+CANCELLED: Final = "Cancelled"
+ACTIVE_PHASES: Final = frozenset({SCHEDULED, RUNNING, READY})
+
+Labels: TypeAlias = Mapping[str, str]
+Resources: TypeAlias = Mapping[str, Amount]
+
+EMPTY_LABELS: Final[Labels] = MappingProxyType({})
+EMPTY_RESOURCES: Final[Resources] = MappingProxyType({})
+
+
+def frozen_labels(items: Mapping[str, str]) -> Labels:
+    """A read-only copy of ``items``, sorted by key so equal maps print alike."""
+    return MappingProxyType(dict(sorted(items.items())))
+
+
+def frozen_resources(items: Mapping[str, Amount]) -> Resources:
+    """A read-only copy of ``items``, sorted by resource name."""
+    return MappingProxyType(dict(sorted(items.items())))
+
+
+class RunKey(NamedTuple):
+    """The work-queue key of a Run: ``namespace/name``."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @staticmethod
+    def parse(text: str) -> RunKey | None:
+        namespace, sep, name = text.partition("/")
+        if not sep or not namespace or not name or "/" in name:
+            return None
+        return RunKey(namespace, name)
+
+
+# --- conditions -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A status condition as Kubernetes writes it (``metav1.Condition`` shape)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition_time: datetime | None = None
+    last_probe_time: datetime | None = None
+
+
+def first_condition(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
+    """The first condition of ``type_``, as Kubernetes readers take it."""
+    for condition in conditions:
+        if condition.type == type_:
+            return condition
+    return None
+
+
+# --- Runtime Pods -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimePod:
+    """A Runtime Pod as the scheduler needs it (SPEC §1)."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    runtime: str
+    """The ``runtime`` label, or "" when the pod has none."""
+    phase: str
+    deleting: bool
+    ready: bool
+    """The first ``Ready`` condition is ``True`` (missing means not ready)."""
+    heartbeat_ok: bool
+    """The first ``kruntimes.io/RuntimedReady`` condition has status ``True``."""
+    heartbeat_at: datetime | None
+    """That condition's ``lastProbeTime``; ``None`` when absent or malformed."""
+    capacity: Resources
+
+    @property
+    def schedulable(self) -> bool:
+        return self.phase == RUNNING and not self.deleting and self.ready
+
+    def heartbeat_fresh(self, now: datetime, stale_after: timedelta) -> bool:
+        """Fresh when ``True`` and ``now - lastProbeTime <= stale_after`` (future is fresh)."""
+        if not self.heartbeat_ok or self.heartbeat_at is None:
+            return False
+        return now - self.heartbeat_at <= stale_after
+
+    def available(self, now: datetime, stale_after: timedelta) -> bool:
+        return self.schedulable and self.heartbeat_fresh(now, stale_after)
+
+
+# --- label selectors ------------------------------------------------------------
+
+Operator: TypeAlias = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+OPERATORS: Final[frozenset[str]] = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One selector requirement; ``matchLabels`` entries become ``In`` with one value."""
+
+    key: str
+    operator: Operator
+    values: frozenset[str] = frozenset()
+
+    def matches(self, labels: Labels) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        return value is None
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A compiled ``metav1.LabelSelector``: all requirements must hold (Kubernetes semantics)."""
+
+    requirements: tuple[Requirement, ...]
+
+    def matches(self, labels: Labels) -> bool:
+        for requirement in self.requirements:
+            if not requirement.matches(labels):
+                return False
+        return True
+
+
+# --- Runs ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    selector: LabelSelector
+    topology_key: str = TOPOLOGY_KEY
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    weight: int
+    term: AffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class RunAffinity:
+    """The four term lists of ``spec.affinity`` after validation."""
+
+    required: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[WeightedTerm, ...] = ()
+    anti_required: tuple[AffinityTerm, ...] = ()
+    anti_preferred: tuple[WeightedTerm, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.required or self.preferred or self.anti_required or self.anti_preferred)
+
+    def all_terms(self) -> tuple[AffinityTerm, ...]:
+        return (
+            self.required
+            + tuple(w.term for w in self.preferred)
+            + self.anti_required
+            + tuple(w.term for w in self.anti_preferred)
+        )
+
+
+NO_AFFINITY: Final = RunAffinity()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceRef:
+    name: str
+    kind: str = WORKSPACE_KIND
+    api_group: str = GROUP
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatus:
+    phase: str = ""
+    assigned_pod: str = ""
+    assigned_pod_uid: str = ""
+    message: str = ""
+    attempt: int = 0
+    conditions: tuple[Condition, ...] = ()
+    completion_time: datetime | None = None
+
+    @property
+    def pending(self) -> bool:
+        """An empty phase means Pending."""
+        return self.phase in ("", PENDING)
+
+    @property
+    def active(self) -> bool:
+        """Consumes capacity and is an affinity target (SPEC §1)."""
+        return self.phase in ACTIVE_PHASES and self.assigned_pod != ""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A Run as the scheduler needs it.
+
+    Validation problems of the spec do not stop decoding: they are kept here so
+    that the cycle can give the Run a terminal ``Failed`` status with the reason,
+    while an *active* invalid Run still counts its valid requests (SPEC §2).
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    creation_timestamp: datetime | None
+    labels: Labels
+    runtime: str
+    requests: Resources
+    """Valid entries with zeros dropped and ``runs`` defaulted to 1 (always usable as usage)."""
+    requests_error: str | None
+    affinity: RunAffinity
+    affinity_error: str | None
+    workspace: WorkspaceRef | None
+    cancel_requested: bool
+    retry_backoff: timedelta | None
+    """``spec.retryPolicy.backoff`` when present and parseable."""
+    spec_error: str | None
+    """A malformed spec field other than requests and affinity (reason ``InvalidSpec``)."""
+    status: RunStatus
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.namespace, self.name)
+
+
+# --- workspaces -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    runtime: str
+    mode: str
+    phase: str
+    bound_pod: str
+
+
+# --- what the ledger and snapshot hold ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """One assumed placement: the Run's requests held on a pod until its bind is observed."""
+
+    namespace: str
+    run_uid: str
+    run_name: str
+    resource_version: str
+    """The Run's resourceVersion the cycle planned from (the bind carries it)."""
+    pod: str
+    pod_uid: str
+    requests: Resources
+    labels: Labels
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An affinity target on a pod: an active Run, or an assumed reservation."""
+
+    pod: str
+    labels: Labels
+    run_uid: str
+    assumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodSlot:
+    """A candidate pod with its usage (actual + assumed) at snapshot time."""
+
+    pod: RuntimePod
+    usage: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Knobs of the decision, fixed for a cycle (and logged with it)."""
+
+    heartbeat_stale_after: timedelta = timedelta(seconds=15)
+    """A heartbeat older than this makes a pod unavailable. ≤ 0 means the default (SPEC §1)."""
+
+    def stale_after(self) -> timedelta:
+        if self.heartbeat_stale_after <= timedelta(0):
+            return timedelta(seconds=15)
+        return self.heartbeat_stale_after
+
+
+DEFAULT_CONFIG: Final = SchedulerConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one cycle may read, taken at one instant (SPEC §3.8).
+
+    ``targets`` holds only the namespace's targets that match at least one of the
+    Run's affinity terms: enough to decide every term (including whether any
+    target in the namespace matches it), and small whatever the cluster's size.
+    """
+
+    key: RunKey
+    run: Run | None
+    pods: tuple[PodSlot, ...]
+    targets: tuple[Target, ...]
+    workspace: Workspace | None
+    reservation: Reservation | None
+    """This Run's own reservation, if the ledger holds one (SPEC §3.7)."""
+    now: datetime
+    config: SchedulerConfig = DEFAULT_CONFIG

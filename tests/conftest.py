@@ -1,0 +1,22 @@
+"""Shared test settings: hypothesis profiles.
+
+``ci`` (the default) keeps example counts modest so the whole suite stays fast;
+``thorough`` is for a deliberate, longer run:
+``HYPOTHESIS_PROFILE=thorough make unit``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile("thorough", max_examples=2_000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
