@@ -168,7 +168,9 @@ def capacity_from_annotations(annotations: Labels) -> Resources:
         if not key.startswith(CAPACITY_ANNOTATION_PREFIX):
             continue
         resource = key[len(CAPACITY_ANNOTATION_PREFIX) :]
-        if not resource:
+        if not resource or "/" in resource:
+            # A valid annotation key has one "/": a domain-prefixed resource
+            # (example.com/gpu) cannot be advertised, as upstream (SPEC §1).
             continue
         value = parse_quantity(text)
         if value is not None and value > 0:

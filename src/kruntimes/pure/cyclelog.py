@@ -1,0 +1,836 @@
+"""Cycle records: one scheduling cycle's inputs and decision, as one JSON line.
+
+A ``CycleRecord`` holds everything ``plan_cycle`` read (the whole ``Snapshot``),
+the registry it ran with (score plugin names and weights, filter names, in
+registration order) and
+the plan it returned. ``encode_record`` writes it as one line of JSON with sorted
+keys; ``decode_record`` reads it back, and ``decode_record(encode_record(r)) ==
+Success(r)`` for every record the scheduler can build, so ``kruntimes replay``
+re-plans from exactly the values the scheduler saw.
+
+Wire conventions: quantities are strings in :func:`format_quantity` form, times
+RFC 3339 via :func:`format_time` (microseconds kept), durations via
+:func:`format_duration`. The decoders of quantities and durations here are the
+exact inverses of those formatters, without the bounds that the cluster-facing
+parsers put on hostile input, so that no value the scheduler holds is lost.
+
+This is a purely computational module with no side effects; the effect layer
+(``effects``) and ``kruntimes simulate`` append the lines to a file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from fractions import Fraction
+from typing import Final, TypeAlias, TypeVar, cast, get_args
+
+from returns.result import Failure, Result, Success
+
+from kruntimes.pure.decode import DecodeError, DecodeReason
+from kruntimes.pure.model import (
+    OPERATORS,
+    AffinityTerm,
+    Condition,
+    LabelSelector,
+    Labels,
+    Operator,
+    PodSlot,
+    Requirement,
+    Reservation,
+    Resources,
+    Run,
+    RunAffinity,
+    RunKey,
+    RunStatus,
+    RuntimePod,
+    SchedulerConfig,
+    Snapshot,
+    Target,
+    WeightedTerm,
+    Workspace,
+    WorkspaceRef,
+    frozen_labels,
+    frozen_resources,
+)
+from kruntimes.pure.plan import (
+    Bind,
+    Cancel,
+    CycleError,
+    CycleErrorReason,
+    Delay,
+    Fail,
+    Plan,
+    PodScore,
+    Rejections,
+    Skip,
+    SkipWhy,
+    Wait,
+)
+from kruntimes.pure.quantity import Amount, format_quantity, normalize
+from kruntimes.pure.timefmt import format_duration, format_time, parse_time
+
+FORMAT_VERSION: Final = 1
+"""Bumped when the line layout changes incompatibly; ``decode_record`` refuses others."""
+
+MAX_LINE: Final = 64 * 1024 * 1024
+"""A line longer than this is refused rather than parsed (a log line is a few KiB)."""
+
+Json: TypeAlias = "None | bool | int | float | str | list[Json] | dict[str, Json]"
+
+PluginWeights: TypeAlias = tuple[tuple[str, int], ...]
+"""``(plugin name, weight)`` in registration order."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleRecord:
+    """One cycle: its inputs, the registry it ran with, and what it decided."""
+
+    snapshot: Snapshot
+    weights: PluginWeights
+    """The score plugins and their weights, in registration order (``Registry.weights``)."""
+    plan: Result[Plan, CycleError]
+    filters: tuple[str, ...] = ()
+    """The filter plugins in registration order; empty when the writer did not log them."""
+
+
+# --- encoding -------------------------------------------------------------------------
+
+
+def _amounts(resources: Resources) -> dict[str, Json]:
+    return {name: format_quantity(value) for name, value in resources.items()}
+
+
+def _labels(labels: Labels) -> dict[str, Json]:
+    return dict(labels)
+
+
+def _time(value: datetime | None) -> Json:
+    return None if value is None else format_time(value)
+
+
+def _condition(condition: Condition) -> Json:
+    return {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "last_transition_time": _time(condition.last_transition_time),
+        "last_probe_time": _time(condition.last_probe_time),
+    }
+
+
+def _selector(selector: LabelSelector) -> Json:
+    return [
+        {"key": r.key, "operator": r.operator, "values": cast(list[Json], sorted(r.values))}
+        for r in selector.requirements
+    ]
+
+
+def _term(term: AffinityTerm) -> Json:
+    return {"selector": _selector(term.selector), "topology_key": term.topology_key}
+
+
+def _weighted(term: WeightedTerm) -> Json:
+    return {"weight": term.weight, "term": _term(term.term)}
+
+
+def _affinity(affinity: RunAffinity) -> Json:
+    return {
+        "required": [_term(t) for t in affinity.required],
+        "preferred": [_weighted(t) for t in affinity.preferred],
+        "anti_required": [_term(t) for t in affinity.anti_required],
+        "anti_preferred": [_weighted(t) for t in affinity.anti_preferred],
+    }
+
+
+def _run_status(status: RunStatus) -> Json:
+    return {
+        "phase": status.phase,
+        "assigned_pod": status.assigned_pod,
+        "assigned_pod_uid": status.assigned_pod_uid,
+        "message": status.message,
+        "attempt": status.attempt,
+        "conditions": [_condition(c) for c in status.conditions],
+        "completion_time": _time(status.completion_time),
+    }
+
+
+def _run(run: Run) -> Json:
+    workspace: Json = None
+    if run.workspace is not None:
+        ref = run.workspace
+        workspace = {"name": ref.name, "kind": ref.kind, "api_group": ref.api_group}
+    return {
+        "namespace": run.namespace,
+        "name": run.name,
+        "uid": run.uid,
+        "resource_version": run.resource_version,
+        "creation_timestamp": _time(run.creation_timestamp),
+        "labels": _labels(run.labels),
+        "runtime": run.runtime,
+        "requests": _amounts(run.requests),
+        "requests_error": run.requests_error,
+        "affinity": _affinity(run.affinity),
+        "affinity_error": run.affinity_error,
+        "workspace": workspace,
+        "cancel_requested": run.cancel_requested,
+        "retry_backoff": None if run.retry_backoff is None else format_duration(run.retry_backoff),
+        "spec_error": run.spec_error,
+        "status": _run_status(run.status),
+    }
+
+
+def _pod(pod: RuntimePod) -> Json:
+    return {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+        "resource_version": pod.resource_version,
+        "runtime": pod.runtime,
+        "phase": pod.phase,
+        "deleting": pod.deleting,
+        "ready": pod.ready,
+        "heartbeat_ok": pod.heartbeat_ok,
+        "heartbeat_at": _time(pod.heartbeat_at),
+        "capacity": _amounts(pod.capacity),
+    }
+
+
+def _workspace(workspace: Workspace) -> Json:
+    return {
+        "namespace": workspace.namespace,
+        "name": workspace.name,
+        "uid": workspace.uid,
+        "resource_version": workspace.resource_version,
+        "runtime": workspace.runtime,
+        "mode": workspace.mode,
+        "phase": workspace.phase,
+        "bound_pod": workspace.bound_pod,
+    }
+
+
+def _reservation(reservation: Reservation) -> Json:
+    return {
+        "namespace": reservation.namespace,
+        "run_uid": reservation.run_uid,
+        "run_name": reservation.run_name,
+        "resource_version": reservation.resource_version,
+        "pod": reservation.pod,
+        "pod_uid": reservation.pod_uid,
+        "requests": _amounts(reservation.requests),
+        "labels": _labels(reservation.labels),
+    }
+
+
+def _target(target: Target) -> Json:
+    return {"pod": target.pod, "labels": _labels(target.labels), "run_uid": target.run_uid, "assumed": target.assumed}
+
+
+def _snapshot(snapshot: Snapshot) -> Json:
+    return {
+        "key": {"namespace": snapshot.key.namespace, "name": snapshot.key.name},
+        "run": None if snapshot.run is None else _run(snapshot.run),
+        "pods": [{"pod": _pod(slot.pod), "usage": _amounts(slot.usage)} for slot in snapshot.pods],
+        "targets": [_target(t) for t in snapshot.targets],
+        "workspace": None if snapshot.workspace is None else _workspace(snapshot.workspace),
+        "reservation": None if snapshot.reservation is None else _reservation(snapshot.reservation),
+        "now": format_time(snapshot.now),
+        "config": {"heartbeat_stale_after": format_duration(snapshot.config.heartbeat_stale_after)},
+    }
+
+
+def _rejections(rejections: Rejections) -> Json:
+    return [[plugin, reason, count] for plugin, reason, count in rejections]
+
+
+def plan_json(plan: Result[Plan, CycleError]) -> dict[str, Json]:
+    """The plan as the log writes it: ``{"action": ..., fields...}`` (``Error`` for a ``CycleError``).
+
+    Field names are the plan records' attribute names, so a replay diff names them.
+    """
+    if isinstance(plan, Failure):
+        error = cast(CycleError, plan.failure())
+        return {"action": "Error", "reason": error.reason, "message": error.message}
+    value = plan.unwrap()
+    if isinstance(value, Bind):
+        return {
+            "action": "Bind",
+            "pod": value.pod,
+            "pod_uid": value.pod_uid,
+            "ranking": list(value.ranking),
+            "scores": [
+                {
+                    "pod": s.pod,
+                    "by_plugin": [[name, score] for name, score in s.by_plugin],
+                    "total": s.total,
+                }
+                for s in value.scores
+            ],
+            "rejections": _rejections(value.rejections),
+        }
+    if isinstance(value, Wait):
+        return {
+            "action": "Wait",
+            "message": value.message,
+            "rejections": _rejections(value.rejections),
+            "reason": value.reason,
+            "requeue_after": value.requeue_after,
+        }
+    if isinstance(value, Fail):
+        return {"action": "Fail", "reason": value.reason, "message": value.message}
+    if isinstance(value, Cancel):
+        return {"action": "Cancel", "reason": value.reason, "message": value.message}
+    if isinstance(value, Delay):
+        return {"action": "Delay", "seconds": value.seconds}
+    return {"action": "Skip", "why": value.why}
+
+
+def encode_record(record: CycleRecord) -> str:
+    """One line of JSON (no newline), keys sorted, ASCII only."""
+    document: dict[str, Json] = {
+        "v": FORMAT_VERSION,
+        "snapshot": _snapshot(record.snapshot),
+        "weights": [[name, weight] for name, weight in record.weights],
+        "filters": list(record.filters),
+        "plan": plan_json(record.plan),
+    }
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+# --- decoding ---------------------------------------------------------------------------
+
+
+class _Malformed(Exception):
+    """Internal control flow of the decoder; never escapes :func:`decode_record`."""
+
+    def __init__(self, reason: DecodeReason, path: str, message: str) -> None:
+        super().__init__(message)
+        self.reason: DecodeReason = reason
+        self.path = path
+        self.message = message
+
+
+_T = TypeVar("_T")
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _wrong(path: str, expected: str, value: object) -> _Malformed:
+    return _Malformed("WrongType", path, f"must be {expected}, not {_type_name(value)}")
+
+
+def _object(value: object, path: str) -> Mapping[str, object]:
+    if not isinstance(value, dict):
+        raise _wrong(path, "an object", value)
+    return cast(Mapping[str, object], value)
+
+
+def _get(obj: Mapping[str, object], key: str, path: str) -> object:
+    if key not in obj:
+        raise _Malformed("MissingField", _join(path, key), "is missing")
+    return obj[key]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _str(obj: Mapping[str, object], key: str, path: str) -> str:
+    value = _get(obj, key, path)
+    if not isinstance(value, str):
+        raise _wrong(_join(path, key), "a string", value)
+    return value
+
+
+def _opt_str(obj: Mapping[str, object], key: str, path: str) -> str | None:
+    value = _get(obj, key, path)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _wrong(_join(path, key), "a string or null", value)
+    return value
+
+
+def _bool(obj: Mapping[str, object], key: str, path: str) -> bool:
+    value = _get(obj, key, path)
+    if not isinstance(value, bool):
+        raise _wrong(_join(path, key), "a boolean", value)
+    return value
+
+
+def _int_value(value: object, path: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _wrong(path, "an integer", value)
+    return value
+
+
+def _int(obj: Mapping[str, object], key: str, path: str) -> int:
+    return _int_value(_get(obj, key, path), _join(path, key))
+
+
+def _float(obj: Mapping[str, object], key: str, path: str) -> float:
+    value = _get(obj, key, path)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _wrong(_join(path, key), "a number", value)
+    return float(value)
+
+
+def _list(obj: Mapping[str, object], key: str, path: str) -> Sequence[object]:
+    value = _get(obj, key, path)
+    if not isinstance(value, list):
+        raise _wrong(_join(path, key), "a list", value)
+    return cast(Sequence[object], value)
+
+
+def _items(obj: Mapping[str, object], key: str, path: str, item: Callable[[object, str], _T]) -> tuple[_T, ...]:
+    here = _join(path, key)
+    return tuple(item(value, f"{here}[{index}]") for index, value in enumerate(_list(obj, key, path)))
+
+
+def _nullable(
+    obj: Mapping[str, object], key: str, path: str, item: Callable[[object, str], _T]
+) -> _T | None:
+    value = _get(obj, key, path)
+    return None if value is None else item(value, _join(path, key))
+
+
+_DECIMAL: Final = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?")
+_MAX_AMOUNT_TEXT: Final = 1024
+
+
+def _amount(text: str, path: str) -> Amount:
+    """The exact inverse of :func:`format_quantity` (plain decimals only)."""
+    match = _DECIMAL.fullmatch(text) if len(text) <= _MAX_AMOUNT_TEXT else None
+    if match is None:
+        raise _Malformed("WrongType", path, f"must be a decimal quantity, not {text[:40]!r}")
+    sign, whole, frac = match.group(1), match.group(2), match.group(3) or ""
+    value: Amount = Fraction(int(whole + frac), 10 ** len(frac)) if frac else int(whole)
+    return normalize(-value if sign else value)
+
+
+def _resources(obj: Mapping[str, object], key: str, path: str) -> Resources:
+    here = _join(path, key)
+    raw = _object(_get(obj, key, path), here)
+    amounts: dict[str, Amount] = {}
+    for name, value in raw.items():
+        if not isinstance(value, str):
+            raise _wrong(_join(here, name), "a quantity string", value)
+        amounts[name] = _amount(value, _join(here, name))
+    return frozen_resources(amounts)
+
+
+def _label_map(obj: Mapping[str, object], key: str, path: str) -> Labels:
+    here = _join(path, key)
+    raw = _object(_get(obj, key, path), here)
+    for name, value in raw.items():
+        if not isinstance(value, str):
+            raise _wrong(_join(here, name), "a string", value)
+    return frozen_labels(cast(Mapping[str, str], raw))
+
+
+def _time_value(value: object, path: str) -> datetime:
+    if not isinstance(value, str):
+        raise _wrong(path, "an RFC 3339 time string", value)
+    parsed = parse_time(value)
+    if parsed is None:
+        raise _Malformed("WrongType", path, f"must be an RFC 3339 time, not {value[:40]!r}")
+    return parsed
+
+
+def _opt_time(obj: Mapping[str, object], key: str, path: str) -> datetime | None:
+    return _nullable(obj, key, path, _time_value)
+
+
+_DURATION: Final = re.compile(r"(-?)([0-9]{1,20})(s|ms|us)")
+_DURATION_UNIT_MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
+def _duration_value(value: object, path: str) -> timedelta:
+    """The exact inverse of :func:`format_duration` (``N s|ms|us``), in integer microseconds."""
+    if not isinstance(value, str):
+        raise _wrong(path, "a duration string", value)
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        raise _Malformed("WrongType", path, f"must be a duration such as 15s, 500ms or 250us, not {value[:40]!r}")
+    micros = int(match.group(2)) * _DURATION_UNIT_MICROS[match.group(3)]
+    try:
+        return timedelta(microseconds=-micros if match.group(1) else micros)
+    except OverflowError:
+        raise _Malformed("WrongType", path, "is out of range") from None
+
+
+def _condition_from(value: object, path: str) -> Condition:
+    obj = _object(value, path)
+    return Condition(
+        type=_str(obj, "type", path),
+        status=_str(obj, "status", path),
+        reason=_str(obj, "reason", path),
+        message=_str(obj, "message", path),
+        last_transition_time=_opt_time(obj, "last_transition_time", path),
+        last_probe_time=_opt_time(obj, "last_probe_time", path),
+    )
+
+
+def _requirement_from(value: object, path: str) -> Requirement:
+    obj = _object(value, path)
+    operator = _str(obj, "operator", path)
+    if operator not in OPERATORS:
+        raise _Malformed("WrongType", _join(path, "operator"), "must be one of In, NotIn, Exists, DoesNotExist")
+    values = _items(obj, "values", path, _string_item)
+    return Requirement(_str(obj, "key", path), cast(Operator, operator), frozenset(values))
+
+
+def _string_item(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        raise _wrong(path, "a string", value)
+    return value
+
+
+def _term_from(value: object, path: str) -> AffinityTerm:
+    obj = _object(value, path)
+    requirements = _items(obj, "selector", path, _requirement_from)
+    return AffinityTerm(LabelSelector(requirements), _str(obj, "topology_key", path))
+
+
+def _weighted_from(value: object, path: str) -> WeightedTerm:
+    obj = _object(value, path)
+    return WeightedTerm(_int(obj, "weight", path), _term_from(_get(obj, "term", path), _join(path, "term")))
+
+
+def _affinity_from(value: object, path: str) -> RunAffinity:
+    obj = _object(value, path)
+    return RunAffinity(
+        required=_items(obj, "required", path, _term_from),
+        preferred=_items(obj, "preferred", path, _weighted_from),
+        anti_required=_items(obj, "anti_required", path, _term_from),
+        anti_preferred=_items(obj, "anti_preferred", path, _weighted_from),
+    )
+
+
+def _workspace_ref_from(value: object, path: str) -> WorkspaceRef:
+    obj = _object(value, path)
+    return WorkspaceRef(_str(obj, "name", path), _str(obj, "kind", path), _str(obj, "api_group", path))
+
+
+def _run_status_from(value: object, path: str) -> RunStatus:
+    obj = _object(value, path)
+    return RunStatus(
+        phase=_str(obj, "phase", path),
+        assigned_pod=_str(obj, "assigned_pod", path),
+        assigned_pod_uid=_str(obj, "assigned_pod_uid", path),
+        message=_str(obj, "message", path),
+        attempt=_int(obj, "attempt", path),
+        conditions=_items(obj, "conditions", path, _condition_from),
+        completion_time=_opt_time(obj, "completion_time", path),
+    )
+
+
+def _run_from(value: object, path: str) -> Run:
+    obj = _object(value, path)
+    return Run(
+        namespace=_str(obj, "namespace", path),
+        name=_str(obj, "name", path),
+        uid=_str(obj, "uid", path),
+        resource_version=_str(obj, "resource_version", path),
+        creation_timestamp=_opt_time(obj, "creation_timestamp", path),
+        labels=_label_map(obj, "labels", path),
+        runtime=_str(obj, "runtime", path),
+        requests=_resources(obj, "requests", path),
+        requests_error=_opt_str(obj, "requests_error", path),
+        affinity=_affinity_from(_get(obj, "affinity", path), _join(path, "affinity")),
+        affinity_error=_opt_str(obj, "affinity_error", path),
+        workspace=_nullable(obj, "workspace", path, _workspace_ref_from),
+        cancel_requested=_bool(obj, "cancel_requested", path),
+        retry_backoff=_nullable(obj, "retry_backoff", path, _duration_value),
+        spec_error=_opt_str(obj, "spec_error", path),
+        status=_run_status_from(_get(obj, "status", path), _join(path, "status")),
+    )
+
+
+def _pod_from(value: object, path: str) -> RuntimePod:
+    obj = _object(value, path)
+    return RuntimePod(
+        namespace=_str(obj, "namespace", path),
+        name=_str(obj, "name", path),
+        uid=_str(obj, "uid", path),
+        resource_version=_str(obj, "resource_version", path),
+        runtime=_str(obj, "runtime", path),
+        phase=_str(obj, "phase", path),
+        deleting=_bool(obj, "deleting", path),
+        ready=_bool(obj, "ready", path),
+        heartbeat_ok=_bool(obj, "heartbeat_ok", path),
+        heartbeat_at=_opt_time(obj, "heartbeat_at", path),
+        capacity=_resources(obj, "capacity", path),
+    )
+
+
+def _slot_from(value: object, path: str) -> PodSlot:
+    obj = _object(value, path)
+    return PodSlot(_pod_from(_get(obj, "pod", path), _join(path, "pod")), _resources(obj, "usage", path))
+
+
+def _target_from(value: object, path: str) -> Target:
+    obj = _object(value, path)
+    return Target(
+        pod=_str(obj, "pod", path),
+        labels=_label_map(obj, "labels", path),
+        run_uid=_str(obj, "run_uid", path),
+        assumed=_bool(obj, "assumed", path),
+    )
+
+
+def _workspace_from(value: object, path: str) -> Workspace:
+    obj = _object(value, path)
+    return Workspace(
+        namespace=_str(obj, "namespace", path),
+        name=_str(obj, "name", path),
+        uid=_str(obj, "uid", path),
+        resource_version=_str(obj, "resource_version", path),
+        runtime=_str(obj, "runtime", path),
+        mode=_str(obj, "mode", path),
+        phase=_str(obj, "phase", path),
+        bound_pod=_str(obj, "bound_pod", path),
+    )
+
+
+def _reservation_from(value: object, path: str) -> Reservation:
+    obj = _object(value, path)
+    return Reservation(
+        namespace=_str(obj, "namespace", path),
+        run_uid=_str(obj, "run_uid", path),
+        run_name=_str(obj, "run_name", path),
+        resource_version=_str(obj, "resource_version", path),
+        pod=_str(obj, "pod", path),
+        pod_uid=_str(obj, "pod_uid", path),
+        requests=_resources(obj, "requests", path),
+        labels=_label_map(obj, "labels", path),
+    )
+
+
+def _snapshot_from(value: object, path: str) -> Snapshot:
+    obj = _object(value, path)
+    key = _object(_get(obj, "key", path), _join(path, "key"))
+    config = _object(_get(obj, "config", path), _join(path, "config"))
+    return Snapshot(
+        key=RunKey(_str(key, "namespace", _join(path, "key")), _str(key, "name", _join(path, "key"))),
+        run=_nullable(obj, "run", path, _run_from),
+        pods=_items(obj, "pods", path, _slot_from),
+        targets=_items(obj, "targets", path, _target_from),
+        workspace=_nullable(obj, "workspace", path, _workspace_from),
+        reservation=_nullable(obj, "reservation", path, _reservation_from),
+        now=_time_value(_get(obj, "now", path), _join(path, "now")),
+        config=SchedulerConfig(
+            heartbeat_stale_after=_duration_value(
+                _get(config, "heartbeat_stale_after", _join(path, "config")),
+                _join(path, "config.heartbeat_stale_after"),
+            )
+        ),
+    )
+
+
+def _plugin_from(value: object, path: str) -> tuple[str, int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise _wrong(path, "a [name, weight] pair", value)
+    pair = cast(list[object], value)
+    return _string_item(pair[0], f"{path}[0]"), _int_value(pair[1], f"{path}[1]")
+
+
+def _rejection_from(value: object, path: str) -> tuple[str, str, int]:
+    if not isinstance(value, list) or len(value) != 3:
+        raise _wrong(path, "a [plugin, reason, count] triple", value)
+    triple = cast(list[object], value)
+    return (
+        _string_item(triple[0], f"{path}[0]"),
+        _string_item(triple[1], f"{path}[1]"),
+        _int_value(triple[2], f"{path}[2]"),
+    )
+
+
+def _score_from(value: object, path: str) -> PodScore:
+    obj = _object(value, path)
+    return PodScore(
+        pod=_str(obj, "pod", path),
+        by_plugin=_items(obj, "by_plugin", path, _plugin_from),
+        total=_int(obj, "total", path),
+    )
+
+
+_SKIP_WHYS: Final[frozenset[str]] = frozenset(get_args(SkipWhy))
+_ERROR_REASONS: Final[frozenset[str]] = frozenset(get_args(CycleErrorReason))
+
+
+def _plan_from(value: object, path: str) -> Result[Plan, CycleError]:
+    obj = _object(value, path)
+    action = _str(obj, "action", path)
+    plan: Plan
+    if action == "Error":
+        reason = _str(obj, "reason", path)
+        if reason not in _ERROR_REASONS:
+            raise _Malformed("WrongType", _join(path, "reason"), f"must be one of {', '.join(sorted(_ERROR_REASONS))}")
+        return Failure(CycleError(cast(CycleErrorReason, reason), _str(obj, "message", path)))
+    if action == "Bind":
+        plan = Bind(
+            pod=_str(obj, "pod", path),
+            pod_uid=_str(obj, "pod_uid", path),
+            ranking=_items(obj, "ranking", path, _string_item),
+            scores=_items(obj, "scores", path, _score_from),
+            rejections=_items(obj, "rejections", path, _rejection_from),
+        )
+    elif action == "Wait":
+        plan = Wait(
+            message=_str(obj, "message", path),
+            rejections=_items(obj, "rejections", path, _rejection_from),
+            reason=_str(obj, "reason", path),
+            requeue_after=_float(obj, "requeue_after", path),
+        )
+    elif action == "Fail":
+        plan = Fail(reason=_str(obj, "reason", path), message=_str(obj, "message", path))
+    elif action == "Cancel":
+        plan = Cancel(reason=_str(obj, "reason", path), message=_str(obj, "message", path))
+    elif action == "Delay":
+        plan = Delay(seconds=_float(obj, "seconds", path))
+    elif action == "Skip":
+        why = _str(obj, "why", path)
+        if why not in _SKIP_WHYS:
+            raise _Malformed("WrongType", _join(path, "why"), f"must be one of {', '.join(sorted(_SKIP_WHYS))}")
+        plan = Skip(cast(SkipWhy, why))
+    else:
+        raise _Malformed(
+            "UnknownKind", _join(path, "action"), "must be one of Bind, Wait, Fail, Cancel, Delay, Skip, Error"
+        )
+    return Success(plan)
+
+
+def decode_record(text: str) -> Result[CycleRecord, DecodeError]:
+    """Read one line written by :func:`encode_record`; a ``Failure`` names the field, never raises."""
+    if len(text) > MAX_LINE:
+        return Failure(DecodeError("WrongType", "", f"line longer than {MAX_LINE} characters"))
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        return Failure(DecodeError("NotAnObject", "", f"not JSON: {exc}"))
+    try:
+        obj = _object(document, "")
+        version = _int(obj, "v", "")
+        if version != FORMAT_VERSION:
+            raise _Malformed("UnknownKind", "v", f"unsupported record format {version} (expected {FORMAT_VERSION})")
+        return Success(
+            CycleRecord(
+                snapshot=_snapshot_from(_get(obj, "snapshot", ""), "snapshot"),
+                weights=_items(obj, "weights", "", _plugin_from),
+                plan=_plan_from(_get(obj, "plan", ""), "plan"),
+                filters=_items(obj, "filters", "", _string_item),
+            )
+        )
+    except _Malformed as problem:
+        return Failure(DecodeError(problem.reason, problem.path, problem.message))
+    except RecursionError:
+        return Failure(DecodeError("WrongType", "", "nested too deeply"))
+
+
+# --- comparing plans ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FieldDiff:
+    """One field where two plans differ; values are JSON text, ``absent`` when missing."""
+
+    path: str
+    logged: str
+    replayed: str
+
+
+ABSENT: Final = "(absent)"
+
+
+def _show(value: Json) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _comparable(plan: dict[str, Json]) -> dict[str, Json]:
+    """Scores keyed by pod then plugin, rejections by ``plugin/reason``: diffs then say
+    ``plan.scores[runtime-c].LeastLoaded`` rather than list positions."""
+    result = dict(plan)
+    scores = plan.get("scores")
+    if isinstance(scores, list):
+        by_pod: dict[str, Json] = {}
+        for score in scores:
+            if isinstance(score, dict) and isinstance(score.get("by_plugin"), list):
+                row: dict[str, Json] = {}
+                for pair in cast(list[list[Json]], score["by_plugin"]):
+                    row[str(pair[0])] = pair[1]
+                row["total"] = score.get("total")
+                by_pod[f"[{score.get('pod')}]"] = row
+        result["scores"] = by_pod
+    rejections = plan.get("rejections")
+    if isinstance(rejections, list):
+        result["rejections"] = {
+            f"[{r[0]}/{r[1]}]": r[2] for r in cast(list[list[Json]], rejections) if len(r) == 3
+        }
+    return result
+
+
+def _flat(items: list[Json]) -> bool:
+    """A list of scalars only (a ranking): compared whole, not index by index."""
+    return all(not isinstance(item, (list, dict)) for item in items)
+
+
+def _step(path: str, key: str) -> str:
+    return path + key if key.startswith("[") else _join(path, key)
+
+
+def _diff(logged: Json, replayed: Json, path: str, out: list[FieldDiff]) -> None:
+    if isinstance(logged, dict) and isinstance(replayed, dict):
+        for key in sorted(set(logged) | set(replayed)):
+            here = _step(path, key)
+            if key not in logged:
+                out.append(FieldDiff(here, ABSENT, _show(replayed[key])))
+            elif key not in replayed:
+                out.append(FieldDiff(here, _show(logged[key]), ABSENT))
+            else:
+                _diff(logged[key], replayed[key], here, out)
+        return
+    if isinstance(logged, list) and isinstance(replayed, list) and not (_flat(logged) and _flat(replayed)):
+        for index in range(max(len(logged), len(replayed))):
+            here = f"{path}[{index}]"
+            if index >= len(logged):
+                out.append(FieldDiff(here, ABSENT, _show(replayed[index])))
+            elif index >= len(replayed):
+                out.append(FieldDiff(here, _show(logged[index]), ABSENT))
+            else:
+                _diff(logged[index], replayed[index], here, out)
+        return
+    if logged != replayed:
+        out.append(FieldDiff(path, _show(logged), _show(replayed)))
+
+
+def diff_plans(logged: Result[Plan, CycleError], replayed: Result[Plan, CycleError]) -> tuple[FieldDiff, ...]:
+    """Field-by-field differences (``plan.pod``, ``plan.scores[0].total``...); empty when equal.
+
+    When the action differs, the action comes first and then every other field of
+    each side against ``(absent)``: fields of two plan kinds do not correspond.
+    """
+    left, right = _comparable(plan_json(logged)), _comparable(plan_json(replayed))
+    if left["action"] != right["action"]:
+        return (FieldDiff("plan.action", _show(left["action"]), _show(right["action"])),) + tuple(
+            FieldDiff(f"plan.{k}", _show(v), ABSENT) for k, v in left.items() if k != "action"
+        ) + tuple(FieldDiff(f"plan.{k}", ABSENT, _show(v)) for k, v in right.items() if k != "action")
+    out: list[FieldDiff] = []
+    _diff(cast(Json, left), cast(Json, right), "plan", out)
+    return tuple(out)

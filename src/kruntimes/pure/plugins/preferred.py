@@ -1,0 +1,77 @@
+"""``PreferredRunAffinity``: prefer pods that satisfy more preferred (anti-)affinity weight (SPEC §5).
+
+raw(pod) = Σ weights of preferred affinity terms with a matching target on the
+pod + Σ weights of preferred anti-affinity terms with *no* matching target on
+it; normalized as ``raw × 100 // max(raw)`` (all 0 when the maximum is 0). This
+is a purely computational module with no side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, final
+
+from returns.result import Result, Success
+
+from kruntimes.pure.model import PodSlot, RunAffinity, Run, Snapshot, Target
+from kruntimes.pure.plan import CycleError
+from kruntimes.pure.plugins.affinity import hosting_pods
+
+if TYPE_CHECKING:
+    from kruntimes.pure.framework import PodScorer, ScorePlugin
+
+
+def _raw_table(affinity: RunAffinity, targets: tuple[Target, ...]) -> tuple[int, dict[str, int]]:
+    """(the raw score of a pod hosting no matching target, the raw score of every other pod)."""
+    base = sum(w.weight for w in affinity.anti_preferred)
+    table: dict[str, int] = {}
+    for weighted in affinity.preferred:
+        for pod in hosting_pods(weighted.term, targets):
+            table[pod] = table.get(pod, base) + weighted.weight
+    for weighted in affinity.anti_preferred:
+        for pod in hosting_pods(weighted.term, targets):
+            table[pod] = table.get(pod, base) - weighted.weight
+    return base, table
+
+
+def preferred_raw_scores(affinity: RunAffinity, targets: Iterable[Target], pods: Iterable[str]) -> tuple[int, ...]:
+    """The raw score of each named pod (the predicate, without the framework)."""
+    base, table = _raw_table(affinity, tuple(targets))
+    return tuple(table.get(pod, base) for pod in pods)
+
+
+def normalize_to_max(raw: tuple[int, ...]) -> tuple[int, ...]:
+    """``raw × 100 // max(raw)``; all 0 when the maximum is 0 (or there is none)."""
+    top = max(raw, default=0)
+    if top <= 0:
+        return (0,) * len(raw)
+    return tuple(value * 100 // top for value in raw)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PreferredRunAffinity:
+    name: ClassVar[str] = "PreferredRunAffinity"
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        affinity = run.affinity
+        if not affinity.preferred and not affinity.anti_preferred:
+            return Success(_all_zero)
+        base, table = _raw_table(affinity, snapshot.targets)
+
+        def scorer(slots: tuple[PodSlot, ...]) -> tuple[int, ...]:
+            get = table.get
+            return tuple(get(slot.pod.name, base) for slot in slots)
+
+        return Success(scorer)
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        return normalize_to_max(raw)
+
+
+def _all_zero(slots: tuple[PodSlot, ...]) -> tuple[int, ...]:
+    return (0,) * len(slots)
+
+
+_: ScorePlugin = PreferredRunAffinity()

@@ -1,0 +1,100 @@
+"""``WorkspacePlacement``: a Run on a bound ``RuntimePodLocal`` workspace goes to its pod (SPEC §4).
+
+Not in upstream; the design requires it. An unusable workspace makes the Run
+wait (every pod rejected), it never fails it. This is a purely computational
+module with no side effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, final
+
+from returns.result import Result, Success
+
+from kruntimes.pure.messages import REJECT_WORKSPACE_PLACEMENT, REJECT_WORKSPACE_UNAVAILABLE
+from kruntimes.pure.model import WORKSPACE_MODE_LOCAL, PodSlot, Run, Snapshot, Workspace, WorkspaceRef
+from kruntimes.pure.plan import CycleError
+
+if TYPE_CHECKING:
+    from kruntimes.pure.framework import FilterPlugin, PodFilter
+
+BOUND: Final = "Bound"
+UNUSABLE_PHASES: Final = frozenset({"Lost", "Released"})
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class NoConstraint:
+    """Any pod will do (no workspace, a Pending one, or a mode other than RuntimePodLocal)."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """No pod will do: the workspace is missing, for another runtime, lost, released or unplaced."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class OnlyPod:
+    """Only the pod the workspace is bound to."""
+
+    pod: str
+
+
+WorkspaceConstraint: TypeAlias = NoConstraint | Unavailable | OnlyPod
+
+
+def workspace_constraint(ref: WorkspaceRef | None, workspace: Workspace | None, runtime: str) -> WorkspaceConstraint:
+    """SPEC §4, checked in exactly this order.
+
+    1. no reference → no constraint;
+    2. missing (or not the referenced one) → unavailable;
+    3. ``spec.runtime`` differs from the Run's → unavailable, whatever the phase;
+    4. ``Lost`` / ``Released`` → unavailable;
+    5. ``Bound``, mode ``RuntimePodLocal`` (empty means it), non-empty ``boundPod`` → only that pod;
+    6. ``Bound`` with an empty ``boundPod`` → unavailable (whatever the mode);
+    7. anything else (``Pending``, an unknown phase, another mode) → no constraint.
+    """
+    if ref is None:
+        return NoConstraint()
+    if workspace is None or workspace.name != ref.name:
+        return Unavailable()
+    if workspace.runtime != runtime:
+        return Unavailable()
+    if workspace.phase in UNUSABLE_PHASES:
+        return Unavailable()
+    if workspace.phase == BOUND:
+        if workspace.mode in ("", WORKSPACE_MODE_LOCAL) and workspace.bound_pod:
+            return OnlyPod(workspace.bound_pod)
+        if not workspace.bound_pod:
+            return Unavailable()
+    return NoConstraint()
+
+
+def _reject_all(slot: PodSlot) -> str | None:
+    return REJECT_WORKSPACE_UNAVAILABLE
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class WorkspacePlacement:
+    name: ClassVar[str] = "WorkspacePlacement"
+    reasons: ClassVar[frozenset[str]] = frozenset({REJECT_WORKSPACE_UNAVAILABLE, REJECT_WORKSPACE_PLACEMENT})
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        constraint = workspace_constraint(run.workspace, snapshot.workspace, run.runtime)
+        if isinstance(constraint, NoConstraint):
+            return Success(None)
+        if isinstance(constraint, Unavailable):
+            return Success(_reject_all)
+        bound = constraint.pod
+
+        def pod_filter(slot: PodSlot) -> str | None:
+            return None if slot.pod.name == bound else REJECT_WORKSPACE_PLACEMENT
+
+        return Success(pod_filter)
+
+
+_: FilterPlugin = WorkspacePlacement()

@@ -1,0 +1,84 @@
+"""One cycle's inputs, cut from the cluster state and the ledger at one instant.
+
+Rule: a snapshot reads only what the Run's decision can depend on — the
+Run's own (namespace, runtime) pods, the targets that match one of its own
+affinity terms, its workspace and its namespace's reservations — so its cost
+does not grow with unrelated Runs, pods or namespaces (SPEC §3.8, DESIGN
+"Incremental state"). Everything is sorted by name so a logged snapshot
+replays identically whatever the hash seed. This is a purely computational
+module: ``now`` is an argument.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kruntimes.pure.cluster import ClusterState
+from kruntimes.pure.ledger import Ledger, reserved_by_pod, sync
+from kruntimes.pure.model import (
+    EMPTY_RESOURCES,
+    AffinityTerm,
+    PodSlot,
+    Run,
+    RunKey,
+    SchedulerConfig,
+    Snapshot,
+    Target,
+)
+from kruntimes.pure.resources import add
+
+
+def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config: SchedulerConfig) -> Snapshot:
+    """The snapshot for one dequeued Run key.
+
+    The ledger's view of the namespace is synced first (SPEC §6), so overtaken
+    reservations neither hold capacity nor count as targets here; the synced
+    ledger itself is not returned — the caller swaps ``ledger.sync`` into its
+    atom. A Run that is absent, not Pending or has no runtime gets no pods:
+    the cycle ends before it would look at them.
+    """
+    run = state.run(key)
+    synced = sync(ledger, state, key.namespace)
+    reservation = None if run is None else synced.get(key.namespace, run.uid)
+    if run is None or not run.status.pending or not run.runtime:
+        return Snapshot(key, run, (), (), None, reservation, now, config)
+    reserved = reserved_by_pod(synced, key.namespace)
+    pods = tuple(
+        PodSlot(pod, add(state.usage(key.namespace, pod.name), reserved.get(pod.name, EMPTY_RESOURCES)))
+        for pod in sorted(state.pods_of(key.namespace, run.runtime), key=lambda p: p.name)
+    )
+    workspace = None if run.workspace is None else state.workspace(key.namespace, run.workspace.name)
+    return Snapshot(
+        key=key,
+        run=run,
+        pods=pods,
+        targets=_targets(state, synced, run),
+        workspace=workspace,
+        reservation=reservation,
+        now=now,
+        config=config,
+    )
+
+
+def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...]:
+    """Active Runs and reservations of the namespace matching any of the Run's terms.
+
+    One entry per run uid: a Run both active and still reserved is counted
+    once, as its active observation. The Run's own reservation is never a
+    target (it would seed its own affinity).
+    """
+    terms: tuple[AffinityTerm, ...] = run.affinity.all_terms()
+    if not terms:
+        return ()
+    by_uid: dict[str, Target] = {}
+    for selector in dict.fromkeys(term.selector for term in terms):
+        for target in state.matching_targets(run.namespace, selector):
+            by_uid.setdefault(target.run_uid, target)
+    for reservation in ledger.in_namespace(run.namespace):
+        if reservation.run_uid == run.uid or reservation.run_uid in by_uid:
+            continue
+        if any(term.selector.matches(reservation.labels) for term in terms):
+            by_uid[reservation.run_uid] = Target(
+                pod=reservation.pod, labels=reservation.labels, run_uid=reservation.run_uid, assumed=True
+            )
+    return tuple(sorted(by_uid.values(), key=lambda t: (t.pod, t.run_uid, t.assumed)))

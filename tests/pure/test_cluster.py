@@ -1,0 +1,327 @@
+"""The cluster state's indexes agree with the objects they index (DESIGN "Incremental state")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import reduce
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.model import LabelSelector, Labels, Operator, Requirement, Run, RunKey, Target
+from kruntimes.pure.quantity import Amount
+from tests.pure.builders import active_run, decoded_pod, decoded_run, decoded_workspace
+
+
+def added(*objects: Object) -> ClusterState:
+    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
+
+
+def selector(*requirements: Requirement) -> LabelSelector:
+    return LabelSelector(tuple(requirements))
+
+
+def is_in(key: str, *values: str) -> Requirement:
+    return Requirement(key, "In", frozenset(values))
+
+
+# --- runs, pods, workspaces ---------------------------------------------------------------
+
+
+def test_runs_are_found_by_key_and_by_namespaced_uid() -> None:
+    run = decoded_run("r", namespace="team-a", uid="u1")
+    state = added(run)
+    assert state.run(RunKey("team-a", "r")) == run
+    assert state.run_by_uid("team-a", "u1") == run
+    assert state.run_by_uid("team-b", "u1") is None
+    assert state.run(RunKey("team-b", "r")) is None
+
+
+def test_a_run_recreated_under_the_same_name_is_found_by_its_new_uid_only() -> None:
+    state = added(decoded_run("r", uid="old"), decoded_run("r", uid="new"))
+    assert state.run_by_uid("default", "old") is None
+    assert state.run_by_uid("default", "new") is not None
+
+
+def test_deleting_a_run_forgets_it() -> None:
+    run = decoded_run("r")
+    state = apply(added(run), Event("DELETED", run))
+    assert state.run(run.key) is None
+    assert state.run_by_uid("default", run.uid) is None
+    assert state == EMPTY_STATE
+
+
+def test_deleting_something_never_seen_changes_nothing() -> None:
+    state = added(decoded_pod("a"))
+    assert apply(state, Event("DELETED", decoded_run("ghost"))) is state
+    assert apply(state, Event("DELETED", decoded_pod("ghost"))) is state
+
+
+def test_pods_are_grouped_by_namespace_and_runtime_label() -> None:
+    state = added(
+        decoded_pod("a"),
+        decoded_pod("b"),
+        decoded_pod("c", runtime="node"),
+        decoded_pod("a", namespace="other"),
+    )
+    assert {p.name for p in state.pods_of("default", "python")} == {"a", "b"}
+    assert [p.name for p in state.pods_of("default", "node")] == ["c"]
+    assert [p.namespace for p in state.pods_of("other", "python")] == ["other"]
+    assert state.pods_of("default", "ruby") == ()
+
+
+def test_pods_without_a_runtime_label_are_not_stored() -> None:
+    state = added(decoded_pod("plain", runtime=None))
+    assert state.pod("default", "plain") is None
+    assert list(state.pods()) == []
+
+
+def test_a_pod_losing_its_runtime_label_is_forgotten() -> None:
+    state = added(decoded_pod("a"), decoded_pod("a", runtime=None))
+    assert state.pod("default", "a") is None
+    assert state.pods_of("default", "python") == ()
+
+
+def test_a_pod_relabelled_to_another_runtime_moves_groups() -> None:
+    state = added(decoded_pod("a"), decoded_pod("a", runtime="node"))
+    assert state.pods_of("default", "python") == ()
+    assert [p.name for p in state.pods_of("default", "node")] == ["a"]
+
+
+def test_workspaces_are_stored_and_deleted() -> None:
+    ws = decoded_workspace("w", bound_pod="a")
+    state = added(ws)
+    assert state.workspace("default", "w") == ws
+    assert state.workspace("other", "w") is None
+    assert apply(state, Event("DELETED", ws)).workspace("default", "w") is None
+
+
+# --- usage ----------------------------------------------------------------------------------------
+
+
+def test_active_runs_charge_their_requests_to_their_assigned_pod() -> None:
+    state = added(
+        decoded_pod("a", capacity={"cpu": "8"}),
+        active_run("r1", "a", requests={"cpu": "2"}),
+        active_run("r2", "a", requests={"cpu": "3", "runs": "2"}, phase="Scheduled"),
+        active_run("r3", "b", phase="Ready"),
+    )
+    assert dict(state.usage("default", "a")) == {"cpu": 5, "runs": 3}
+    assert dict(state.usage("default", "b")) == {"runs": 1}, "charged even though pod b is unknown"
+    assert dict(state.usage("other", "a")) == {}
+
+
+@pytest.mark.parametrize("phase", ["", "Pending", "Succeeded", "Failed", "Timeout", "Cancelled"])
+def test_runs_outside_the_active_phases_charge_nothing(phase: str) -> None:
+    state = added(decoded_run("r", phase=phase, assigned_pod="a"))
+    assert dict(state.usage("default", "a")) == {}
+
+
+def test_an_active_phase_without_an_assigned_pod_charges_nothing() -> None:
+    state = added(decoded_run("r", phase="Running"))
+    assert list(state.matching_targets("default", selector(Requirement("x", "DoesNotExist")))) == []
+
+
+def test_a_run_finishing_releases_exactly_its_requests() -> None:
+    state = added(
+        active_run("r1", "a", requests={"cpu": "2"}),
+        active_run("r2", "a", requests={"cpu": "3"}),
+    )
+    state = apply(state, Event("MODIFIED", decoded_run("r1", phase="Succeeded", assigned_pod="a")))
+    assert dict(state.usage("default", "a")) == {"cpu": 3, "runs": 1}
+    state = apply(state, Event("DELETED", active_run("r2", "a", requests={"cpu": "3"})))
+    assert dict(state.usage("default", "a")) == {}, "no zero entries linger"
+
+
+def test_moving_through_active_phases_does_not_double_count() -> None:
+    state = added(active_run("r", "a", phase="Scheduled"), active_run("r", "a", phase="Running"))
+    state = apply(state, Event("MODIFIED", active_run("r", "a", phase="Ready")))
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+
+
+def test_an_invalid_active_run_charges_its_valid_entries_with_runs_defaulted() -> None:
+    state = added(active_run("r", "a", requests={"cpu": "2", "memory": "1.5", "runs": "0"}))
+    assert dict(state.usage("default", "a")) == {"cpu": 2, "runs": 1}
+
+
+# --- pending index --------------------------------------------------------------------------------
+
+
+def test_pending_runs_are_indexed_by_namespace_and_spec_runtime() -> None:
+    state = added(
+        decoded_run("r1"),
+        decoded_run("r2", phase="Pending"),
+        decoded_run("r3", runtime="node"),
+        decoded_run("r4", namespace="other"),
+        active_run("r5", "a"),
+        decoded_run("r6", phase="Succeeded"),
+    )
+    assert state.pending_keys("default", "python") == {RunKey("default", "r1"), RunKey("default", "r2")}
+    assert state.pending_keys("default", "node") == {RunKey("default", "r3")}
+    assert state.pending_keys("other", "python") == {RunKey("other", "r4")}
+    assert state.pending_keys("default", "ruby") == frozenset()
+
+
+def test_a_run_leaves_the_pending_index_when_scheduled_or_deleted() -> None:
+    state = added(decoded_run("r1"), decoded_run("r2"))
+    state = apply(state, Event("MODIFIED", active_run("r1", "a", phase="Scheduled")))
+    state = apply(state, Event("DELETED", decoded_run("r2")))
+    assert state.pending_keys("default", "python") == frozenset()
+
+
+# --- affinity targets -------------------------------------------------------------------------------
+
+
+def test_matching_targets_are_the_active_runs_of_the_namespace_whose_labels_match() -> None:
+    state = added(
+        active_run("blue-on-a", "a", labels={"zone": "blue", "tier": "gold"}),
+        active_run("blue-on-b", "b", labels={"zone": "blue"}),
+        active_run("red-on-a", "a", labels={"zone": "red"}),
+        decoded_run("blue-pending", labels={"zone": "blue"}),
+        active_run("blue-elsewhere", "a", namespace="other", labels={"zone": "blue"}),
+    )
+    found = state.matching_targets("default", selector(is_in("zone", "blue")))
+    assert found == (
+        Target("a", active_run("x", "a", labels={"zone": "blue", "tier": "gold"}).labels, "uid-run-default-blue-on-a"),
+        Target("b", active_run("x", "b", labels={"zone": "blue"}).labels, "uid-run-default-blue-on-b"),
+    )
+    both = state.matching_targets("default", selector(is_in("zone", "blue"), Requirement("tier", "Exists")))
+    assert [t.run_uid for t in both] == ["uid-run-default-blue-on-a"]
+    negative = state.matching_targets("default", selector(Requirement("zone", "NotIn", frozenset({"blue"}))))
+    assert [t.run_uid for t in negative] == ["uid-run-default-red-on-a"]
+
+
+def test_a_relabelled_active_run_is_found_by_its_new_labels_only() -> None:
+    state = added(
+        active_run("r", "a", labels={"zone": "blue"}),
+        active_run("r", "a", labels={"zone": "red"}),
+    )
+    assert state.matching_targets("default", selector(is_in("zone", "blue"))) == ()
+    assert len(state.matching_targets("default", selector(is_in("zone", "red")))) == 1
+    assert len(state.matching_targets("default", selector(Requirement("zone", "Exists")))) == 1
+
+
+def test_matching_targets_never_examines_runs_no_positive_requirement_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    unrelated = [active_run(f"other-{i}", "b", runtime="node", labels={"app": f"x{i}"}) for i in range(500)]
+    state = from_objects([*unrelated, active_run("mine", "a", labels={"team": "t"})])
+    examined = 0
+    original = LabelSelector.matches
+
+    def counting(self: LabelSelector, labels: Labels) -> bool:
+        nonlocal examined
+        examined += 1
+        return original(self, labels)
+
+    monkeypatch.setattr(LabelSelector, "matches", counting)
+    wanted = selector(is_in("team", "t", "u"), Requirement("app", "DoesNotExist"))
+    assert [t.run_uid for t in state.matching_targets("default", wanted)] == ["uid-run-default-mine"]
+    assert examined == 1
+    assert state.matching_targets("default", selector(Requirement("nothing", "Exists"))) == ()
+    assert examined == 1
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+KEYS = ["zone", "tier", "app"]
+VALUES = ["blue", "red", "gold"]
+NAMESPACES = ["default", "other"]
+PHASES = ["", "Pending", "Scheduled", "Running", "Ready", "Succeeded"]
+
+labels_st = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3)
+
+
+@st.composite
+def runs_st(draw: st.DrawFn) -> Run:
+    name = draw(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]))
+    return decoded_run(
+        name,
+        namespace=draw(st.sampled_from(NAMESPACES)),
+        runtime=draw(st.sampled_from(["python", "node"])),
+        labels=draw(labels_st),
+        phase=draw(st.sampled_from(PHASES)),
+        assigned_pod=draw(st.sampled_from(["", "a", "b"])),
+        requests=draw(st.dictionaries(st.sampled_from(["runs", "cpu"]), st.sampled_from(["0", "1", "3", "1k"]))),
+        uid=f"{name}-generation-{draw(st.integers(0, 1))}",  # recreated Runs get a new uid
+    )
+
+
+@st.composite
+def requirements_st(draw: st.DrawFn) -> Requirement:
+    operator: Operator = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]))
+    values: frozenset[str] = frozenset()
+    if operator in ("In", "NotIn"):
+        values = frozenset(draw(st.sets(st.sampled_from(VALUES), min_size=1)))
+    return Requirement(draw(st.sampled_from(KEYS)), operator, values)
+
+
+selectors_st = st.lists(requirements_st(), min_size=1, max_size=3).map(lambda rs: LabelSelector(tuple(rs)))
+events_st = st.lists(
+    st.tuples(st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), runs_st()),
+    max_size=25,
+)
+
+
+def fold(events: Iterable[tuple[str, Run]]) -> ClusterState:
+    state = EMPTY_STATE
+    for kind, run in events:
+        state = apply(state, Event("DELETED" if kind == "DELETED" else "ADDED", run))
+    return state
+
+
+def brute_targets(state: ClusterState, namespace: str, wanted: LabelSelector) -> list[str]:
+    return sorted(
+        run.uid
+        for run in state.runs()
+        if run.namespace == namespace and run.status.active and wanted.matches(run.labels)
+    )
+
+
+@given(events_st, selectors_st)
+def test_matching_targets_equals_a_brute_force_scan(events: list[tuple[str, Run]], wanted: LabelSelector) -> None:
+    state = fold(events)
+    for namespace in NAMESPACES:
+        found = state.matching_targets(namespace, wanted)
+        assert sorted(t.run_uid for t in found) == brute_targets(state, namespace, wanted)
+        for target in found:
+            run = state.run_by_uid(namespace, target.run_uid)
+            assert run is not None and target.pod == run.status.assigned_pod
+
+
+@given(events_st)
+def test_usage_and_pending_equal_a_brute_force_recount(events: list[tuple[str, Run]]) -> None:
+    state = fold(events)
+    for namespace in NAMESPACES:
+        for pod in ["a", "b"]:
+            expected: dict[str, Amount] = {}
+            for run in state.runs():
+                if run.namespace == namespace and run.status.active and run.status.assigned_pod == pod:
+                    for name, amount in run.requests.items():
+                        expected[name] = expected.get(name, 0) + amount
+            assert dict(state.usage(namespace, pod)) == expected
+        for runtime in ["python", "node"]:
+            assert state.pending_keys(namespace, runtime) == {
+                run.key
+                for run in state.runs()
+                if run.namespace == namespace and run.runtime == runtime and run.status.pending
+            }
+
+
+@given(events_st)
+def test_applying_events_builds_the_same_value_as_building_from_the_survivors(events: list[tuple[str, Run]]) -> None:
+    state = fold(events)
+    assert from_objects(list(state.runs())) == state
+
+
+@given(st.lists(runs_st(), max_size=15))
+def test_from_objects_equals_applying_one_added_event_per_object(runs: list[Run]) -> None:
+    assert from_objects(runs) == added(*runs)
+
+
+def test_bulk_building_indexes_every_object() -> None:
+    make: Callable[[int], Object] = lambda i: active_run(f"r{i}", f"p{i % 100}", labels={"app": f"a{i % 50}"})
+    objects = [make(i) for i in range(5_000)]
+    state = from_objects(objects)
+    assert len(list(state.runs())) == 5_000
+    assert len(state.matching_targets("default", selector(is_in("app", "a1")))) == 100

@@ -1,0 +1,279 @@
+"""The framework contract: the registry, custom plugins, and what each error does (SPEC §3, §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar, final
+
+import pytest
+from returns.pipeline import is_successful
+from returns.result import Failure, Result, Success
+
+from kruntimes.pure.framework import (
+    DEFAULT_REGISTRY,
+    EMPTY_REGISTRY,
+    ConfigError,
+    FilterPlugin,
+    PodFilter,
+    PodScorer,
+    Registry,
+    ScorePlugin,
+    keep_scores,
+    normalize_to_max,
+    plan_cycle,
+    retry_backoff,
+)
+from kruntimes.pure.model import PodSlot, Run, Snapshot
+from kruntimes.pure.plan import Bind, CycleError, Wait
+from kruntimes.pure.plugins import LeastLoaded, PreferredRunAffinity, RunAffinity
+from tests.pure.builders import decoded_run
+from tests.pure.planning_world import plan, rejections_map, slot, snapshot
+
+# --- a custom filter and a custom score plugin, written as the README shows --------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class AvoidDraining:
+    """Reject pods whose name says they are draining (a toy hard predicate)."""
+
+    name: ClassVar[str] = "AvoidDraining"
+    reasons: ClassVar[frozenset[str]] = frozenset({"PodDraining"})
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        def pod_filter(slot: PodSlot) -> str | None:
+            return "PodDraining" if slot.pod.name.startswith("draining-") else None
+
+        return Success(pod_filter)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PreferShortNames:
+    """Score shorter pod names higher (a toy soft preference)."""
+
+    name: ClassVar[str] = "PreferShortNames"
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        return Success(lambda slots: tuple(max(0, 20 - len(s.pod.name)) for s in slots))
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        return normalize_to_max(raw)
+
+
+_filter: FilterPlugin = AvoidDraining()
+_score: ScorePlugin = PreferShortNames()
+
+
+def custom_registry() -> Registry:
+    return (
+        DEFAULT_REGISTRY.register_filter("AvoidDraining", AvoidDraining)
+        .bind(lambda r: r.register_score("PreferShortNames", 2, PreferShortNames))
+        .unwrap()
+    )
+
+
+def test_a_custom_filter_runs_after_the_default_filters_and_counts_its_reason() -> None:
+    snap = snapshot(decoded_run("r"), (slot("draining-1"), slot("ok-1"), slot("draining-2", ready=False)))
+    result = plan(snap, custom_registry())
+    assert isinstance(result, Bind)
+    assert result.ranking == ("ok-1",)
+    assert rejections_map(result.rejections) == {
+        "RuntimePodAvailability": {"RuntimePodUnavailable": 1},
+        "AvoidDraining": {"PodDraining": 1},
+    }
+
+
+def test_a_custom_score_plugin_is_weighted_into_the_total() -> None:
+    snap = snapshot(decoded_run("r"), (slot("p-long-name"), slot("p")))
+    result = plan(snap, custom_registry())
+    assert isinstance(result, Bind)
+    assert result.pod == "p"
+    top = result.scores[0]
+    assert top.by_plugin == (("PreferredRunAffinity", 0), ("LeastLoaded", 100), ("PreferShortNames", 100))
+    assert top.total == 0 + 100 + 2 * 100
+
+
+def test_a_custom_filter_rejecting_everything_gives_the_generic_wait_message() -> None:
+    snap = snapshot(decoded_run("r"), (slot("draining-1"),))
+    result = plan(snap, custom_registry())
+    assert result == Wait(
+        'waiting for available runtime pods for runtime "python"', (("AvoidDraining", "PodDraining", 1),)
+    )
+
+
+# --- the registry -------------------------------------------------------------------------------
+
+
+def test_default_registry_order_and_weights() -> None:
+    assert tuple(e.name for e in DEFAULT_REGISTRY.filters) == ("RuntimePodAvailability", "RunAffinity", "WorkspacePlacement")
+    assert DEFAULT_REGISTRY.weights == (("PreferredRunAffinity", 1), ("LeastLoaded", 1))
+
+
+def test_registry_refuses_a_duplicate_name() -> None:
+    result = DEFAULT_REGISTRY.register_filter("RunAffinity", RunAffinity)
+    assert result.failure().reason == "DuplicatePlugin"
+    assert str(result.failure()) == 'plugin "RunAffinity" is already registered'
+
+
+def test_registry_refuses_a_name_used_by_the_other_kind() -> None:
+    @final
+    @dataclass(frozen=True, slots=True)
+    class Clash:
+        name: ClassVar[str] = "LeastLoaded"
+        reasons: ClassVar[frozenset[str]] = frozenset({"X"})
+
+        def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+            return Success(None)
+
+    assert DEFAULT_REGISTRY.register_filter("LeastLoaded", Clash).failure().reason == "DuplicatePlugin"
+
+
+@pytest.mark.parametrize("weight", [0, -1, -100])
+def test_registry_refuses_a_weight_that_is_not_positive(weight: int) -> None:
+    result = EMPTY_REGISTRY.register_score("LeastLoaded", weight, LeastLoaded)
+    assert isinstance(result, Failure)
+    assert result.failure() == ConfigError(
+        "InvalidWeight", f'score plugin "LeastLoaded" weight must be a positive integer, got {weight}'
+    )
+    assert DEFAULT_REGISTRY.with_weight("LeastLoaded", weight).failure().reason == "InvalidWeight"
+
+
+def test_registry_refuses_a_factory_whose_plugin_has_another_name() -> None:
+    result = EMPTY_REGISTRY.register_score("Preferred", 1, PreferredRunAffinity)
+    assert result.failure().reason == "NameMismatch"
+
+
+def test_with_weight_overrides_one_weight_and_leaves_the_original_alone() -> None:
+    heavier = DEFAULT_REGISTRY.with_weight("LeastLoaded", 5).unwrap()
+    assert heavier.weights == (("PreferredRunAffinity", 1), ("LeastLoaded", 5))
+    assert DEFAULT_REGISTRY.weights == (("PreferredRunAffinity", 1), ("LeastLoaded", 1))
+
+
+def test_with_weight_refuses_an_unknown_or_filter_plugin() -> None:
+    assert DEFAULT_REGISTRY.with_weight("Nope", 2).failure().reason == "UnknownPlugin"
+    assert DEFAULT_REGISTRY.with_weight("RunAffinity", 2).failure().reason == "UnknownPlugin"
+
+
+def test_with_weights_applies_a_logged_weight_set() -> None:
+    logged = (("PreferredRunAffinity", 3), ("LeastLoaded", 2))
+    assert DEFAULT_REGISTRY.with_weights(logged).unwrap().weights == logged
+    assert not is_successful(DEFAULT_REGISTRY.with_weights((("LeastLoaded", 2), ("Nope", 1))))
+
+
+def test_an_empty_registry_filters_nothing_and_ranks_by_name() -> None:
+    result = plan(snapshot(decoded_run("r"), (slot("b"), slot("a", ready=False), slot("c"))), EMPTY_REGISTRY)
+    assert isinstance(result, Bind)
+    assert result.ranking == ("a", "b", "c")
+    assert result.scores[0].by_plugin == () and result.scores[0].total == 0
+
+
+# --- what each plugin error does --------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FixedScore:
+    name: ClassVar[str] = "Fixed"
+    value: int = 101
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        return Success(lambda slots: tuple(self.value for _ in slots))
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        return keep_scores(raw)
+
+
+def registry_with(plugin: ScorePlugin) -> Registry:
+    return DEFAULT_REGISTRY.register_score(plugin.name, 1, lambda: plugin).unwrap()
+
+
+@pytest.mark.parametrize("value", [101, -1])
+def test_a_score_outside_0_to_100_is_a_cycle_error(value: int) -> None:
+    snap = snapshot(decoded_run("r"), (slot("p1"), slot("p2")))
+    result = plan_cycle(snap, registry_with(FixedScore(value)))
+    assert result.failure() == CycleError(
+        "ScoreError", f'score plugin "Fixed" pod "p1" returned {value} outside 0..100'
+    )
+
+
+def test_scores_at_the_bounds_are_accepted() -> None:
+    for value in (0, 100):
+        snap = snapshot(decoded_run("r"), (slot("p1"),))
+        assert isinstance(plan(snap, registry_with(FixedScore(value))), Bind)
+
+
+def test_a_score_plugin_is_not_run_when_nothing_is_feasible() -> None:
+    snap = snapshot(decoded_run("r"), (slot("p1", ready=False),))
+    assert isinstance(plan(snap, registry_with(FixedScore(500))), Wait)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ShortScorer:
+    name: ClassVar[str] = "Short"
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        return Success(lambda slots: (1,))
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        return raw
+
+
+def test_a_scorer_returning_the_wrong_number_of_scores_is_a_plugin_error() -> None:
+    snap = snapshot(decoded_run("r"), (slot("p1"), slot("p2")))
+    error = plan_cycle(snap, registry_with(ShortScorer())).failure()
+    assert error == CycleError("PluginError", 'score plugin "Short" returned 1 raw scores for 2 pods')
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Broken:
+    name: ClassVar[str] = "Broken"
+    reasons: ClassVar[frozenset[str]] = frozenset({"Declared"})
+    fail_prepare: bool = False
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        if self.fail_prepare:
+            return Failure(CycleError("PluginError", "Broken could not prepare"))
+        return Success(lambda slot: "Undeclared")
+
+
+def test_a_prefilter_failure_aborts_the_cycle() -> None:
+    registry = DEFAULT_REGISTRY.register_filter("Broken", lambda: Broken(fail_prepare=True)).unwrap()
+    result = plan_cycle(snapshot(decoded_run("r"), (slot("p1"),)), registry)
+    assert result.failure() == CycleError("PluginError", "Broken could not prepare")
+
+
+def test_a_filter_reason_outside_its_declared_set_is_a_plugin_error() -> None:
+    registry = DEFAULT_REGISTRY.register_filter("Broken", Broken).unwrap()
+    result = plan_cycle(snapshot(decoded_run("r"), (slot("p1"),)), registry)
+    assert result.failure() == CycleError("PluginError", "filter plugin \"Broken\" returned undeclared reason 'Undeclared'")
+
+
+def test_plugins_are_not_consulted_before_the_precheck_rules() -> None:
+    registry = DEFAULT_REGISTRY.register_filter("Broken", lambda: Broken(fail_prepare=True)).unwrap()
+    result = plan_cycle(snapshot(decoded_run("r", cancel=True), (slot("p1"),)), registry)
+    assert is_successful(result)
+
+
+# --- retry back-off -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attempt", "backoff", "expected"),
+    [
+        (0, None, timedelta(seconds=1)),
+        (2, None, timedelta(seconds=1)),
+        (3, None, timedelta(seconds=2)),
+        (4, "3s", timedelta(seconds=12)),
+        (7, None, timedelta(seconds=32)),
+        (8, None, timedelta(seconds=60)),
+        (5, "7500ms", timedelta(seconds=60)),
+        (2, "-1s", timedelta(seconds=1)),
+        (10**12, "1ms", timedelta(seconds=60)),
+    ],
+)
+def test_retry_backoff(attempt: int, backoff: str | None, expected: timedelta) -> None:
+    assert retry_backoff(decoded_run("r", attempt=attempt, backoff=backoff)) == expected

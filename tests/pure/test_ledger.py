@@ -1,0 +1,292 @@
+"""The assumed-reservation ledger (SPEC §6): handoff, sync, compare-and-swap reserve, release."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import reduce
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from returns.pipeline import is_successful
+from returns.result import Result
+
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
+from kruntimes.pure.ledger import (
+    EMPTY_LEDGER,
+    Ledger,
+    ReserveConflict,
+    ReserveConflictReason,
+    observe,
+    release,
+    reserve,
+    reserved_usage,
+    sync,
+)
+from kruntimes.pure.model import DEFAULT_CONFIG, Reservation, Run, RunKey
+from kruntimes.pure.snapshot import take
+from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
+
+
+def world(*objects: Object) -> ClusterState:
+    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
+
+
+def granted(ledger: Ledger, state: ClusterState, run: Run, pod: str = "a") -> Ledger:
+    result = reserve(ledger, state, run, pod, f"uid-pod-{run.namespace}-{pod}", NOW, DEFAULT_CONFIG)
+    assert is_successful(result), result
+    return result.unwrap()
+
+
+def conflict_reason(result: Result[Ledger, ReserveConflict]) -> ReserveConflictReason:
+    assert not is_successful(result), result
+    return result.swap().unwrap().reason
+
+
+def usage_seen_by(state: ClusterState, ledger: Ledger, key: RunKey, pod: str) -> dict[str, object]:
+    """The usage a cycle for ``key`` would plan against on ``pod``."""
+    snapshot = take(state, ledger, key, NOW, DEFAULT_CONFIG)
+    return {name: amount for slot in snapshot.pods if slot.pod.name == pod for name, amount in slot.usage.items()}
+
+
+# --- reserve -------------------------------------------------------------------------------
+
+
+def test_a_granted_reservation_records_what_the_cycle_planned_from() -> None:
+    run = decoded_run("r", labels={"zone": "blue"}, requests={"cpu": "2"}, resource_version="7")
+    state = world(decoded_pod("a", capacity={"cpu": "4"}), run)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    assert ledger.get("default", run.uid) == Reservation(
+        namespace="default",
+        run_uid=run.uid,
+        run_name="r",
+        resource_version="7",
+        pod="a",
+        pod_uid="uid-pod-default-a",
+        requests=run.requests,
+        labels=run.labels,
+    )
+    assert len(ledger) == 1
+    assert ledger.in_namespace("default") == (ledger.get("default", run.uid),)
+    assert dict(reserved_usage(ledger, "default", "a")) == {"cpu": 2, "runs": 1}
+    assert dict(reserved_usage(ledger, "default", "b")) == {}
+
+
+def test_capacity_taken_by_a_concurrent_reservation_is_a_conflict() -> None:
+    first, second = decoded_run("r1"), decoded_run("r2")
+    state = world(decoded_pod("a", capacity={"runs": "1"}), first, second)
+    ledger = granted(EMPTY_LEDGER, state, first)
+    result = reserve(ledger, state, second, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)
+    assert conflict_reason(result) == "NoRoom"
+
+
+def test_reservations_and_actual_usage_add_up_against_capacity() -> None:
+    run = decoded_run("r", requests={"cpu": "2"})
+    state = world(
+        decoded_pod("a", capacity={"cpu": "4", "runs": "9"}),
+        active_run("busy", "a", requests={"cpu": "1"}),
+        run,
+    )
+    other = decoded_run("other", requests={"cpu": "1"})
+    state = apply(state, Event("ADDED", other))
+    ledger = granted(EMPTY_LEDGER, state, other)
+    assert is_successful(reserve(ledger, state, run, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)), "1+1+2 = 4 fits"
+    bigger = decoded_run("bigger", requests={"cpu": "3"})
+    state = apply(state, Event("ADDED", bigger))
+    assert conflict_reason(reserve(ledger, state, bigger, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)) == "NoRoom"
+
+
+def test_a_replaced_pod_is_a_conflict() -> None:
+    run = decoded_run("r")
+    state = world(decoded_pod("a", uid="new-uid"), run)
+    assert conflict_reason(reserve(EMPTY_LEDGER, state, run, "a", "old-uid", NOW, DEFAULT_CONFIG)) == "PodReplaced"
+
+
+def test_a_deleted_or_relabelled_pod_is_a_conflict() -> None:
+    run = decoded_run("r")
+    assert conflict_reason(reserve(EMPTY_LEDGER, world(run), run, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)) == (
+        "PodGone"
+    )
+    state = world(decoded_pod("a", runtime="node"), run)
+    assert conflict_reason(reserve(EMPTY_LEDGER, state, run, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)) == "PodGone"
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        decoded_pod("a", ready=False),
+        decoded_pod("a", phase="Pending"),
+        decoded_pod("a", deleting=True),
+        decoded_pod("a", heartbeat_at=at(-16)),
+        decoded_pod("a", heartbeat_status="False"),
+    ],
+    ids=["unready", "not running", "being deleted", "stale heartbeat", "heartbeat false"],
+)
+def test_an_unavailable_pod_is_a_conflict(pod: object) -> None:
+    run = decoded_run("r")
+    state = world(pod, run)  # type: ignore[arg-type]
+    assert conflict_reason(reserve(EMPTY_LEDGER, state, run, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)) == (
+        "PodUnavailable"
+    )
+
+
+def test_availability_is_judged_at_the_reserve_instant() -> None:
+    run = decoded_run("r")
+    state = world(decoded_pod("a", heartbeat_at=at(0)), run)
+    later = NOW + timedelta(seconds=16)
+    assert conflict_reason(reserve(EMPTY_LEDGER, state, run, "a", "uid-pod-default-a", later, DEFAULT_CONFIG)) == (
+        "PodUnavailable"
+    )
+
+
+def test_a_run_that_already_holds_a_reservation_cannot_reserve_again() -> None:
+    run = decoded_run("r")
+    state = world(decoded_pod("a", capacity={"runs": "5"}), decoded_pod("b", capacity={"runs": "5"}), run)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    assert conflict_reason(reserve(ledger, state, run, "b", "uid-pod-default-b", NOW, DEFAULT_CONFIG)) == (
+        "AlreadyReserved"
+    )
+
+
+@pytest.mark.parametrize(
+    ("planned", "latest"),
+    [
+        (decoded_run("r", resource_version="1"), decoded_run("r", resource_version="2")),
+        (decoded_run("r"), active_run("r", "b")),
+        (decoded_run("r", phase="Succeeded"), decoded_run("r", phase="Succeeded")),
+        (decoded_run("r"), None),
+    ],
+    ids=["changed since planning", "assigned meanwhile", "not pending", "deleted"],
+)
+def test_a_run_no_longer_pending_at_the_planned_version_cannot_reserve(planned: Run, latest: Run | None) -> None:
+    state = world(decoded_pod("a"), *([latest] if latest is not None else []))
+    assert conflict_reason(reserve(EMPTY_LEDGER, state, planned, "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)) == (
+        "RunChanged"
+    )
+
+
+def test_conflict_messages_name_no_pod_or_run() -> None:
+    run = decoded_run("secret-run")
+    state = world(decoded_pod("secret-pod", capacity={"runs": "1"}), active_run("x", "secret-pod"), run)
+    result = reserve(EMPTY_LEDGER, state, run, "secret-pod", "uid-pod-default-secret-pod", NOW, DEFAULT_CONFIG)
+    assert "secret" not in result.swap().unwrap().message
+
+
+# --- handoff ------------------------------------------------------------------------------------
+
+
+def test_bound_then_observed_counts_usage_once() -> None:
+    run = decoded_run("r", resource_version="5")
+    waiting = decoded_run("next")
+    state = world(decoded_pod("a", capacity={"runs": "3"}), run, waiting)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    # Bind succeeded; the informer has not shown it yet: the reservation holds the slot.
+    assert usage_seen_by(state, ledger, waiting.key, "a") == {"runs": 1}
+    # The informer shows the assignment: actual usage takes over, not added on top.
+    state = apply(state, Event("MODIFIED", active_run("r", "a", phase="Scheduled", resource_version="6")))
+    assert usage_seen_by(state, ledger, waiting.key, "a") == {"runs": 1}
+    assert len(sync(ledger, state, "default")) == 0
+    assert observe(ledger, active_run("r", "a", phase="Scheduled", resource_version="6")) == EMPTY_LEDGER
+
+
+def test_a_pending_observation_at_the_planned_version_keeps_the_reservation() -> None:
+    run = decoded_run("r", resource_version="5")
+    state = world(decoded_pod("a"), run)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    assert sync(ledger, state, "default") is ledger
+
+
+def test_a_pending_observation_at_another_version_drops_the_reservation() -> None:
+    run = decoded_run("r", resource_version="5")
+    state = world(decoded_pod("a"), run)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    reset = decoded_run("r", resource_version="9", phase="Pending", attempt=2)
+    assert sync(ledger, apply(state, Event("MODIFIED", reset)), "default") == EMPTY_LEDGER
+
+
+@pytest.mark.parametrize(
+    "observed",
+    [
+        None,
+        decoded_run("r", phase="Failed", resource_version="5"),
+        decoded_run("r", phase="Pending", assigned_pod="a", resource_version="5"),
+    ],
+    ids=["deleted", "not pending", "assigned"],
+)
+def test_sync_drops_reservations_the_state_has_overtaken(observed: Run | None) -> None:
+    run = decoded_run("r", resource_version="5")
+    state = world(decoded_pod("a"), run)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    later = apply(state, Event("DELETED", run) if observed is None else Event("MODIFIED", observed))
+    assert sync(ledger, later, "default") == EMPTY_LEDGER
+
+
+def test_sync_drops_a_reservation_whose_uid_now_belongs_to_another_name() -> None:
+    run = decoded_run("r", uid="u", resource_version="5")
+    state = world(decoded_pod("a"), run)
+    ledger = granted(EMPTY_LEDGER, state, run)
+    renamed = apply(apply(state, Event("DELETED", run)), Event("ADDED", decoded_run("s", uid="u", resource_version="5")))
+    assert sync(ledger, renamed, "default") == EMPTY_LEDGER
+
+
+def test_observe_keeps_a_reservation_while_the_run_shows_pending_and_unassigned() -> None:
+    run = decoded_run("r")
+    ledger = granted(EMPTY_LEDGER, world(decoded_pod("a"), run), run)
+    assert observe(ledger, run) is ledger
+    assert observe(ledger, decoded_run("r", phase="Succeeded")) == EMPTY_LEDGER
+    assert observe(ledger, decoded_run("r", assigned_pod="a")) == EMPTY_LEDGER
+    assert observe(EMPTY_LEDGER, run) is EMPTY_LEDGER
+
+
+# --- namespaces ----------------------------------------------------------------------------------
+
+
+def test_one_namespaces_sync_and_snapshot_never_touch_another_namespaces_reservations() -> None:
+    theirs = decoded_run("r", namespace="team-b", resource_version="3")
+    mine = decoded_run("mine", namespace="team-a")
+    state = world(decoded_pod("a", namespace="team-b"), decoded_pod("a", namespace="team-a"), theirs, mine)
+    ledger = granted(EMPTY_LEDGER, state, theirs)
+    # team-b's Run vanished from the state (e.g. a relist in progress); team-a's work must not touch it.
+    gone = apply(state, Event("DELETED", theirs))
+    assert sync(ledger, gone, "team-a") is ledger
+    snapshot = take(gone, ledger, mine.key, NOW, DEFAULT_CONFIG)
+    assert [dict(slot.usage) for slot in snapshot.pods] == [{}]
+    assert ledger.get("team-b", theirs.uid) is not None
+    assert sync(ledger, gone, "team-b") == EMPTY_LEDGER
+
+
+def test_same_uid_in_two_namespaces_are_two_reservations() -> None:
+    a = decoded_run("r", namespace="x", uid="same")
+    b = decoded_run("r", namespace="y", uid="same")
+    state = world(decoded_pod("a", namespace="x"), decoded_pod("a", namespace="y"), a, b)
+    ledger = granted(granted(EMPTY_LEDGER, state, a), state, b)
+    assert len(ledger) == 2
+    assert release(ledger, "x", "same").get("y", "same") is not None
+
+
+# --- release ----------------------------------------------------------------------------------------
+
+
+def test_release_forgets_exactly_one_reservation() -> None:
+    r1, r2 = decoded_run("r1"), decoded_run("r2")
+    state = world(decoded_pod("a"), r1, r2)
+    ledger = granted(granted(EMPTY_LEDGER, state, r1), state, r2)
+    after = release(ledger, "default", r1.uid)
+    assert after.get("default", r1.uid) is None
+    assert after.get("default", r2.uid) is not None
+    assert release(after, "default", r1.uid) is after
+
+
+@given(
+    st.lists(st.sampled_from(["r1", "r2", "r3", "r4"]), unique=True, max_size=4),
+    st.sampled_from(["r1", "r2", "r3", "r4"]),
+)
+def test_reserve_then_release_is_the_identity(held: list[str], extra: str) -> None:
+    runs = {name: decoded_run(name) for name in ["r1", "r2", "r3", "r4"]}
+    state = world(decoded_pod("a", capacity={"runs": "10"}), *runs.values())
+    ledger = reduce(lambda led, name: granted(led, state, runs[name]), held, EMPTY_LEDGER)
+    result = reserve(ledger, state, runs[extra], "a", "uid-pod-default-a", NOW, DEFAULT_CONFIG)
+    if extra in held:
+        assert not is_successful(result)
+    else:
+        assert release(result.unwrap(), "default", runs[extra].uid) == ledger

@@ -1,0 +1,173 @@
+"""What one cycle sees (SPEC §3.8): its pods with actual + assumed usage, its targets, its workspace."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import pytest
+
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, reserve
+from kruntimes.pure.model import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
+from kruntimes.pure.snapshot import take
+from tests.pure.builders import (
+    NOW,
+    active_run,
+    affinity_json,
+    decoded_pod,
+    decoded_run,
+    decoded_workspace,
+    expression,
+    term,
+)
+
+
+def world(*objects: Object) -> ClusterState:
+    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
+
+
+def snap(state: ClusterState, name: str, ledger: Ledger = EMPTY_LEDGER, namespace: str = "default") -> Snapshot:
+    return take(state, ledger, RunKey(namespace, name), NOW, DEFAULT_CONFIG)
+
+
+def reserved(ledger: Ledger, state: ClusterState, run: Run, pod: str) -> Ledger:
+    return reserve(ledger, state, run, pod, f"uid-pod-{run.namespace}-{pod}", NOW, DEFAULT_CONFIG).unwrap()
+
+
+BLUE_AFFINITY = affinity_json(preferred=[(1, term({"zone": "blue"}))])
+
+
+@pytest.mark.parametrize(
+    "run",
+    [None, active_run("r", "a"), decoded_run("r", phase="Succeeded"), decoded_run("r", runtime="")],
+    ids=["absent", "active", "finished", "no runtime"],
+)
+def test_a_run_the_cycle_will_not_plan_gets_no_pods(run: Run | None) -> None:
+    state = world(decoded_pod("a"), *([run] if run is not None else []))
+    snapshot = snap(state, "r")
+    assert snapshot.run == run
+    assert snapshot.pods == ()
+    assert snapshot.targets == ()
+
+
+def test_candidates_are_the_pods_of_the_runs_namespace_and_runtime() -> None:
+    state = world(
+        decoded_run("r"),
+        decoded_pod("a"),
+        decoded_pod("b"),
+        decoded_pod("c", runtime="node"),
+        decoded_pod("d", namespace="other"),
+        decoded_pod("e", runtime=None),
+    )
+    snapshot = snap(state, "r")
+    assert sorted(slot.pod.name for slot in snapshot.pods) == ["a", "b"]
+    assert snapshot.now == NOW and snapshot.config == DEFAULT_CONFIG
+    assert snapshot.key == RunKey("default", "r")
+
+
+def test_usage_is_actual_plus_reserved() -> None:
+    r1, r2 = decoded_run("r1", requests={"cpu": "2"}), decoded_run("r2")
+    state = world(
+        decoded_pod("a", capacity={"cpu": "8", "runs": "9"}),
+        decoded_pod("b", capacity={"cpu": "8"}),
+        active_run("busy", "a", requests={"cpu": "1"}),
+        active_run("node-run", "a", runtime="node", requests={"cpu": "1"}),
+        r1,
+        r2,
+    )
+    ledger = reserved(EMPTY_LEDGER, state, r1, "a")
+    usage = {slot.pod.name: dict(slot.usage) for slot in snap(state, "r2", ledger).pods}
+    # Runs of any runtime share the pod they are assigned to.
+    assert usage == {"a": {"cpu": 4, "runs": 3}, "b": {}}
+
+
+def test_targets_are_the_active_runs_matching_one_of_the_runs_terms() -> None:
+    state = world(
+        decoded_run("r", affinity=affinity_json(required=[term({"zone": "blue"})], anti_required=[term({"noisy": "yes"})])),
+        decoded_pod("a"),
+        active_run("blue", "a", labels={"zone": "blue"}),
+        active_run("noisy", "a", labels={"noisy": "yes"}),
+        active_run("red", "a", labels={"zone": "red"}),
+        active_run("blue-other-ns", "a", namespace="other", labels={"zone": "blue"}),
+        decoded_run("blue-pending", labels={"zone": "blue"}),
+    )
+    assert sorted(t.run_uid for t in snap(state, "r").targets) == ["uid-run-default-blue", "uid-run-default-noisy"]
+
+
+def test_a_run_without_affinity_needs_no_targets() -> None:
+    state = world(decoded_run("r"), decoded_pod("a"), active_run("blue", "a", labels={"zone": "blue"}))
+    assert snap(state, "r").targets == ()
+
+
+def test_reservations_of_the_namespace_are_assumed_targets_but_never_the_runs_own() -> None:
+    run = decoded_run("r", affinity=BLUE_AFFINITY, labels={"zone": "blue"})
+    peer = decoded_run("peer", labels={"zone": "blue"})
+    red = decoded_run("red", labels={"zone": "red"})
+    state = world(decoded_pod("a", capacity={"runs": "9"}), run, peer, red)
+    ledger = reduce(lambda led, r: reserved(led, state, r, "a"), [run, peer, red], EMPTY_LEDGER)
+    snapshot = snap(state, "r", ledger)
+    assert [(t.run_uid, t.pod, t.assumed) for t in snapshot.targets] == [("uid-run-default-peer", "a", True)]
+    assert snapshot.reservation == ledger.get("default", run.uid)
+
+
+def test_a_run_both_bound_and_observed_is_one_active_target() -> None:
+    run = decoded_run("r", affinity=BLUE_AFFINITY)
+    peer = decoded_run("peer", labels={"zone": "blue"})
+    state = world(decoded_pod("a"), run, peer)
+    ledger = reserved(EMPTY_LEDGER, state, peer, "a")
+    state = apply(state, Event("MODIFIED", active_run("peer", "a", labels={"zone": "blue"}, resource_version="2")))
+    targets = snap(state, "r", ledger).targets
+    assert [(t.run_uid, t.assumed) for t in targets] == [("uid-run-default-peer", False)]
+
+
+def test_the_referenced_workspace_is_included() -> None:
+    state = world(
+        decoded_run("r", workspace="ws"),
+        decoded_pod("a"),
+        decoded_workspace("ws", bound_pod="a"),
+        decoded_workspace("other"),
+        decoded_workspace("ws", namespace="elsewhere"),
+    )
+    assert snap(state, "r").workspace == decoded_workspace("ws", bound_pod="a")
+    assert snap(world(decoded_run("r", workspace="missing")), "r").workspace is None
+
+
+def test_a_missing_pod_or_finished_run_in_the_ledger_does_not_leak_into_usage() -> None:
+    run, gone = decoded_run("r"), decoded_run("gone")
+    state = world(decoded_pod("a"), run, gone)
+    ledger = reserved(EMPTY_LEDGER, state, gone, "a")
+    state = apply(state, Event("DELETED", gone))
+    assert [dict(slot.usage) for slot in snap(state, "r", ledger).pods] == [{}]
+
+
+def test_snapshot_cost_does_not_grow_with_unrelated_active_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = decoded_run(
+        "r",
+        affinity=affinity_json(
+            required=[term({"app": "web"})],
+            preferred=[(1, term(expressions=[expression("tier", "In", ["gold", "silver"])]))],
+            anti_required=[term(expressions=[expression("app", "Exists"), expression("debug", "DoesNotExist")])],
+        ),
+    )
+    related = [active_run(f"web-{i}", "a", labels={"app": "web"}) for i in range(3)]
+    unrelated = [
+        active_run(f"other-{i}", f"n{i % 7}", runtime="node", labels={"team": f"t{i % 13}", "job": str(i)})
+        for i in range(5_000)
+    ]
+    small = from_objects([run, decoded_pod("a"), *related])
+    large = from_objects([run, decoded_pod("a"), *related, *unrelated])
+    calls = 0
+    original = LabelSelector.matches
+
+    def counting(self: LabelSelector, labels: Labels) -> bool:
+        nonlocal calls
+        calls += 1
+        return original(self, labels)
+
+    monkeypatch.setattr(LabelSelector, "matches", counting)
+    small_snapshot = snap(small, "r")
+    small_calls, calls = calls, 0
+    large_snapshot = snap(large, "r")
+    assert calls == small_calls
+    assert large_snapshot.targets == small_snapshot.targets
+    assert len(large_snapshot.targets) == 3
