@@ -1,0 +1,315 @@
+"""Informers: keep the ``ClusterState`` atom in step with the API server by list + watch.
+
+One informer per kind (Runs, Runtime Pods, workspaces), each on its own thread:
+
+1. list, apply every object as an event, mark synced;
+2. watch from the list's resourceVersion with bookmarks, applying each event;
+3. when the watch ends (server timeout) watch again from the last version seen;
+4. on ``410 Gone`` relist, and diff the relist against the objects this
+   informer knows into ADDED / MODIFIED / DELETED events;
+5. on any other failure back off (exponential, reset after progress; at least
+   the server's ``Retry-After``) and try again.
+
+Every object is decoded with ``kruntimes.pure.decode``; one that cannot be
+decoded is skipped, counted (``malformed``) and logged, never a crash. Each
+event is one ``Atom.swap`` of the ClusterState atom (``kruntimes.pure.cluster.apply``)
+followed by the callback ``on_event(old_state, new_state, event)`` — where the
+controller computes wakeups. A callback that raises is logged; the informer goes on.
+
+Runtime Pods are watched with the label selector ``runtime`` (the label exists),
+so unrelated pods cost nothing.
+
+Stopping: ``stop()`` ends the loop at the next event, back-off sleep or watch
+end; a watch blocked on a quiet stream is not interrupted (threads are daemons;
+the watch timeout bounds it).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, TypeAlias
+
+from returns.result import Result
+
+from kruntimes.effects.atom import Atom
+from kruntimes.effects.kube import (
+    PODS,
+    RUNS,
+    WORKSPACES,
+    ApiError,
+    JSONObject,
+    KubeError,
+    ResourceType,
+    WatchEvent,
+)
+from kruntimes.effects.workqueue import Backoff, Clock
+from kruntimes.pure.cluster import ClusterState, Event, EventType, Object, apply
+from kruntimes.pure.decode import DecodeError, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.model import RUNTIME_LABEL
+
+log = logging.getLogger(__name__)
+
+Kind: TypeAlias = Literal["runs", "pods", "workspaces"]
+OnEvent: TypeAlias = Callable[[ClusterState, ClusterState, Event], None]
+Sleeper: TypeAlias = Callable[[float], bool]
+"""Sleep ``seconds``; return ``True`` when the informer should stop (``threading.Event.wait``)."""
+
+RECONNECT_BACKOFF: Final = Backoff(base=0.8, cap=30.0)
+"""client-go's reflector back-off: 800 ms doubling to 30 s."""
+MIN_WATCH_SECONDS: Final = 1.0
+"""A watch that ends with no event sooner than this counts as a failure, so a server that
+closes watches at once is retried with back-off rather than in a hot loop."""
+
+
+class KubeReader(Protocol):
+    """What an informer needs from ``kube.Kube`` (tests pass a scripted fake)."""
+
+    def list(
+        self, path: str, params: Mapping[str, str] | None = None, *, page_size: int = 500
+    ) -> Result[tuple[tuple[JSONObject, ...], str], ApiError]: ...
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+        params: Mapping[str, str] | None = None,
+    ) -> Iterator[WatchEvent]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """One kind of object an informer keeps in the ClusterState."""
+
+    kind: Kind
+    resource: ResourceType
+    decode: Callable[[object], Result[Object, DecodeError]]
+    namespace: str | None = None
+    """Only this namespace; ``None`` watches all namespaces."""
+    label_selector: str | None = None
+
+    @property
+    def path(self) -> str:
+        return self.resource.path(self.namespace)
+
+    @property
+    def params(self) -> dict[str, str]:
+        return {"labelSelector": self.label_selector} if self.label_selector else {}
+
+
+def watched_runs(namespace: str | None = None) -> Watched:
+    return Watched("runs", RUNS, decode_run, namespace)
+
+
+def watched_pods(namespace: str | None = None) -> Watched:
+    """Only pods that carry a ``runtime`` label: the selector is the label's existence."""
+    return Watched("pods", PODS, decode_pod, namespace, label_selector=RUNTIME_LABEL)
+
+
+def watched_workspaces(namespace: str | None = None) -> Watched:
+    return Watched("workspaces", WORKSPACES, decode_workspace, namespace)
+
+
+def _name_of(raw: object) -> str:
+    if isinstance(raw, Mapping):
+        meta = raw.get("metadata")
+        if isinstance(meta, Mapping):
+            return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    return "?"
+
+
+class Informer:
+    """List + watch one kind into the shared ClusterState atom."""
+
+    def __init__(
+        self,
+        kube: KubeReader,
+        watched: Watched,
+        state: Atom[ClusterState],
+        on_event: OnEvent | None = None,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleeper | None = None,
+        backoff: Backoff = RECONNECT_BACKOFF,
+        watch_timeout: int = 300,
+    ) -> None:
+        self._kube = kube
+        self._watched = watched
+        self._state = state
+        self._on_event = on_event
+        self._clock = clock
+        self._stop = threading.Event()
+        self._sleep: Sleeper = sleep if sleep is not None else self._stop.wait
+        self._backoff = backoff
+        self._watch_timeout = watch_timeout
+        self._known: dict[tuple[str, str], Object] = {}
+        self._version = ""
+        self._synced = threading.Event()
+        self._failures = 0
+        self._thread: threading.Thread | None = None
+        self.malformed = 0
+        """Objects skipped because they could not be decoded."""
+        self.relists = 0
+        """Lists after the first (each one follows a ``410 Gone`` or a failed watch)."""
+
+    # --- public ---
+
+    @property
+    def kind(self) -> Kind:
+        return self._watched.kind
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion seen (list, event or bookmark)."""
+        return self._version
+
+    def has_synced(self) -> bool:
+        """The first list has been applied to the state."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def start(self) -> threading.Thread:
+        """Run the loop on a daemon thread named after the kind."""
+        thread = threading.Thread(target=self.run, name=f"informer-{self.kind}", daemon=True)
+        self._thread = thread
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        """The list/watch loop; returns when stopped."""
+        need_list = True
+        while not self._stop.is_set():
+            if need_list:
+                listed = self._list()
+                if listed is not None:
+                    if self._pause(listed):
+                        return
+                    continue
+                need_list = False
+            outcome = self._watch()
+            if outcome == "stopped":
+                return
+            if outcome == "gone":
+                need_list = True
+                continue
+            if isinstance(outcome, ApiError):
+                if self._pause(outcome):
+                    return
+
+    # --- the steps ---
+
+    def _list(self) -> ApiError | None:
+        """Relist and apply the difference; ``None`` on success."""
+        result = self._kube.list(self._watched.path, self._watched.params)
+        listed = result.value_or(None)
+        if listed is None:
+            error = result.failure()
+            log.warning("list %s failed: %s", self.kind, error)
+            return error
+        items, version = listed
+        if self._synced.is_set():
+            self.relists += 1
+        seen: dict[tuple[str, str], Object] = {}
+        for raw in items:
+            obj = self._decode(raw)
+            if obj is not None:
+                seen[(obj.namespace, obj.name)] = obj
+        for key, obj in seen.items():
+            before = self._known.get(key)
+            if before is None:
+                self._emit("ADDED", obj)
+            elif before.resource_version != obj.resource_version:
+                self._emit("MODIFIED", obj)
+        for key in [key for key in self._known if key not in seen]:
+            self._emit("DELETED", self._known[key])
+        self._version = version
+        self._failures = 0
+        self._synced.set()
+        return None
+
+    def _watch(self) -> Literal["stopped", "gone", "ended"] | ApiError:
+        started = self._clock()
+        events = 0
+        try:
+            stream = self._kube.watch(
+                self._watched.path,
+                self._version,
+                timeout_seconds=self._watch_timeout,
+                bookmarks=True,
+                params=self._watched.params,
+            )
+            for event in stream:
+                events += 1
+                self._failures = 0
+                self._handle(event)
+                if self._stop.is_set():
+                    return "stopped"
+        except KubeError as problem:
+            if problem.error.kind == "gone":
+                log.info("watch %s: resourceVersion %s expired; relisting", self.kind, self._version)
+                return "gone"
+            log.warning("watch %s failed: %s", self.kind, problem.error)
+            return problem.error
+        if events == 0 and self._clock() - started < MIN_WATCH_SECONDS:
+            return ApiError("bad_response", 200, "", "watch ended at once without events")
+        return "ended"
+
+    def _pause(self, error: ApiError) -> bool:
+        """Back off after a failure; ``True`` when asked to stop meanwhile."""
+        delay = self._backoff.delay(self._failures)
+        self._failures += 1
+        if error.retry_after is not None:
+            delay = max(delay, error.retry_after)
+        return self._sleep(delay)
+
+    def _handle(self, event: WatchEvent) -> None:
+        version = event.resource_version
+        if event.type == "BOOKMARK":
+            if version:
+                self._version = version
+            return
+        obj = self._decode(event.object)
+        if version:
+            self._version = version
+        if obj is None:
+            return
+        if event.type == "DELETED":
+            # The object in a DELETED event is its last state; prefer it over ours.
+            self._emit("DELETED", obj)
+        else:
+            self._emit(event.type, obj)
+
+    def _decode(self, raw: object) -> Object | None:
+        result = self._watched.decode(raw)
+        obj = result.value_or(None)
+        if obj is not None:
+            return obj
+        self.malformed += 1
+        log.warning("skipping malformed %s %s: %s", self.kind, _name_of(raw), result.failure())
+        return None
+
+    def _emit(self, type_: EventType, obj: Object) -> None:
+        key = (obj.namespace, obj.name)
+        if type_ == "DELETED":
+            self._known.pop(key, None)
+        else:
+            self._known[key] = obj
+        event = Event(type_, obj)
+        old, new = self._state.swap_pair(lambda state: apply(state, event))
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(old, new, event)
+        except Exception:  # the callback's bug must not stop the cluster view from updating
+            log.exception("on_event callback failed for %s %s/%s", self.kind, obj.namespace, obj.name)

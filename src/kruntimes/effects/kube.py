@@ -1,0 +1,505 @@
+"""A thin raw-JSON Kubernetes client: the effect layer's only adapter to the ``kubernetes`` package.
+
+Configuration comes from the ``kubernetes`` package (kubeconfig files, contexts,
+exec plugins, token refresh, in-cluster service accounts), found the way kubectl
+users expect: ``--kubeconfig``, then ``$KUBECONFIG``, then ``~/.kube/config``,
+then the in-cluster service account. Requests go straight through the package's
+``urllib3`` pool manager (TLS and client certificates already set up) and bodies
+are read with ``json.loads``: the typed-model deserialisation of the generated
+client costs 16–19× ``json.loads`` and we decode into our own records anyway
+(``kruntimes.pure.decode``).
+
+Request/response calls return ``Result[..., ApiError]``; ``watch`` is a
+streaming iterator and raises ``KubeError`` (carrying an ``ApiError``) when the
+stream cannot be opened, reports an ``ERROR`` event, or breaks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, Protocol, TypeAlias, cast
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import config as _kube_config_module
+from kubernetes.client import ApiClient, Configuration
+from returns.result import Failure, Result, Success
+
+log = logging.getLogger(__name__)
+
+JSONObject: TypeAlias = dict[str, object]
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_CONTENT: Final = "application/json"
+USER_AGENT: Final = "kruntimes-scheduler"
+
+# --- errors ---------------------------------------------------------------------------
+
+ErrorKind: TypeAlias = Literal[
+    "not_found",  # 404
+    "conflict",  # 409: the object changed since the resourceVersion we carried
+    "already_exists",  # 409 with reason AlreadyExists (create)
+    "gone",  # 410: the resourceVersion is too old (watch/list must start over)
+    "invalid",  # 400, 422: the request itself is wrong; repeating it will not help
+    "unauthorized",  # 401
+    "forbidden",  # 403 (RBAC)
+    "throttled",  # 429 (API priority and fairness); honour retry_after
+    "timeout",  # 504 or reason Timeout / ServerTimeout
+    "server",  # other 5xx
+    "transport",  # no HTTP answer: connection refused or reset, read timeout, TLS
+    "bad_response",  # an answer that is not the JSON we expected
+]
+
+_RETRIABLE: Final[frozenset[ErrorKind]] = frozenset(
+    {"throttled", "timeout", "server", "transport", "bad_response"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """Why a request failed: the HTTP status, the Kubernetes ``Status.reason`` and ``Retry-After``."""
+
+    kind: ErrorKind
+    status: int
+    """The HTTP status; 0 when no response arrived (``transport``)."""
+    reason: str
+    """``Status.reason`` from the body (``Conflict``, ``NotFound``, ``Expired``…), or ""."""
+    message: str
+    retry_after: float | None = None
+    """Seconds the server asked us to wait (``Retry-After`` header or ``details.retryAfterSeconds``)."""
+
+    @property
+    def retriable(self) -> bool:
+        """Repeating the same request later may succeed (conflicts are not: re-read first)."""
+        return self.kind in _RETRIABLE
+
+    def __str__(self) -> str:
+        where = f"HTTP {self.status}" if self.status else "no response"
+        reason = f" {self.reason}" if self.reason else ""
+        return f"{self.kind} ({where}{reason}): {self.message}"
+
+
+class KubeError(Exception):
+    """Raised by ``watch`` only; everything else returns ``Failure(ApiError)``."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _kind_for(status: int, reason: str) -> ErrorKind:
+    if status == 404:
+        return "not_found"
+    if status == 409:
+        return "already_exists" if reason == "AlreadyExists" else "conflict"
+    if status == 410:
+        return "gone"
+    if status in (400, 422):
+        return "invalid"
+    if status == 401:
+        return "unauthorized"
+    if status == 403:
+        return "forbidden"
+    if status == 429:
+        return "throttled"
+    if status == 504 or reason in ("Timeout", "ServerTimeout"):
+        return "timeout"
+    if status >= 500:
+        return "server"
+    return "bad_response"
+
+
+def _parse_seconds(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value >= 0 else None
+    if isinstance(value, str):
+        try:
+            seconds = float(value.strip())
+        except ValueError:
+            return None  # an HTTP date: rare from the API server; treat as absent
+        return seconds if seconds >= 0 else None
+    return None
+
+
+def error_from_status(status: int, body: object, retry_after_header: str | None = None) -> ApiError:
+    """Build an ``ApiError`` from an HTTP status and a (possibly absent) ``metav1.Status`` body."""
+    reason = ""
+    message = ""
+    retry_after = _parse_seconds(retry_after_header) if retry_after_header is not None else None
+    if isinstance(body, Mapping):
+        raw_reason = body.get("reason")
+        raw_message = body.get("message")
+        reason = raw_reason if isinstance(raw_reason, str) else ""
+        message = raw_message if isinstance(raw_message, str) else ""
+        code = body.get("code")
+        if status == 0 and isinstance(code, int) and not isinstance(code, bool):
+            status = code  # a watch ERROR event carries its code in the body
+        details = body.get("details")
+        if retry_after is None and isinstance(details, Mapping):
+            retry_after = _parse_seconds(details.get("retryAfterSeconds"))
+    return ApiError(
+        kind=_kind_for(status, reason),
+        status=status,
+        reason=reason,
+        message=message or f"HTTP {status}",
+        retry_after=retry_after,
+    )
+
+
+def transport_error(problem: BaseException) -> ApiError:
+    return ApiError("transport", 0, "", f"{type(problem).__name__}: {problem}")
+
+
+# --- paths ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """An API resource: group ("" for core), version and plural name."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        """``/api/v1/namespaces/ns/pods/name/status`` or ``/apis/group/version/...``; all namespaces when ``None``."""
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        parts = [base]
+        if namespace is not None:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(quote(name, safe=""))
+            if subresource is not None:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS: Final = ResourceType("", "v1", "pods")
+RUNS: Final = ResourceType("kruntimes.io", "v1alpha1", "runs")
+WORKSPACES: Final = ResourceType("kruntimes.io", "v1alpha1", "persistentworkspaces")
+LEASES: Final = ResourceType("coordination.k8s.io", "v1", "leases")
+
+# --- watch events --------------------------------------------------------------------------
+
+WatchEventType: TypeAlias = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+_EVENT_TYPES: Final[frozenset[str]] = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: WatchEventType
+    object: JSONObject
+
+    @property
+    def resource_version(self) -> str:
+        return resource_version_of(self.object)
+
+
+def resource_version_of(obj: Mapping[str, object]) -> str:
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        value = metadata.get("resourceVersion")
+        if isinstance(value, str):
+            return value
+    return ""
+
+
+def _split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        yield from lines
+    if pending.strip():
+        yield pending
+
+
+def parse_watch_stream(chunks: Iterable[bytes]) -> Iterator[WatchEvent]:
+    """Newline-delimited watch events from raw chunks; raises ``KubeError`` on an ERROR event or bad line."""
+    for line in _split_lines(chunks):
+        if not line.strip():
+            continue
+        try:
+            frame = json.loads(line)
+        except ValueError as problem:
+            raise KubeError(ApiError("bad_response", 200, "", f"watch line is not JSON: {problem}")) from None
+        if not isinstance(frame, dict):
+            raise KubeError(ApiError("bad_response", 200, "", "watch line is not a JSON object"))
+        event_type = frame.get("type")
+        obj = frame.get("object")
+        if event_type == "ERROR":
+            raise KubeError(error_from_status(0, obj))
+        if event_type not in _EVENT_TYPES or not isinstance(obj, dict):
+            raise KubeError(ApiError("bad_response", 200, "", f"unexpected watch event type {event_type!r}"))
+        yield WatchEvent(cast(WatchEventType, event_type), cast(JSONObject, obj))
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+class _ConfigLoaders(Protocol):
+    """The two loaders of ``kubernetes.config`` we call; the package leaves them unannotated."""
+
+    def load_kube_config(
+        self,
+        config_file: str | None = None,
+        context: str | None = None,
+        client_configuration: Configuration | None = None,
+        persist_config: bool = True,
+    ) -> None: ...
+
+    def load_incluster_config(
+        self, client_configuration: Configuration | None = None, try_refresh_token: bool = True
+    ) -> None: ...
+
+
+_loaders: Final = cast(_ConfigLoaders, _kube_config_module)
+_ConfigException: Final[type[Exception]] = _kube_config_module.ConfigException
+
+ConfigSource: TypeAlias = Literal["flag", "env", "home", "in-cluster"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigError:
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    configuration: Configuration
+    source: ConfigSource
+    """Where it came from, for the startup log line."""
+
+
+def load_configuration(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    home: Path | None = None,
+) -> Result[Loaded, ConfigError]:
+    """Find and load the cluster configuration as kubectl would.
+
+    ``--kubeconfig`` wins; then ``$KUBECONFIG`` (a ``:``-separated list, merged);
+    then ``~/.kube/config`` if it exists; then the in-cluster service account.
+    """
+    env = os.environ if environ is None else environ
+    configuration = Configuration()
+    candidates: list[tuple[ConfigSource, str]] = []
+    if kubeconfig:
+        candidates.append(("flag", kubeconfig))
+    elif env.get("KUBECONFIG"):
+        candidates.append(("env", env["KUBECONFIG"]))
+    else:
+        default = (home if home is not None else Path.home()) / ".kube" / "config"
+        if default.exists():
+            candidates.append(("home", str(default)))
+    try:
+        if candidates:
+            source, path = candidates[0]
+            _loaders.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration, persist_config=False
+            )
+            return Success(Loaded(configuration, source))
+        if "KUBERNETES_SERVICE_HOST" not in env:
+            return Failure(
+                ConfigError(
+                    "no cluster configuration: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, "
+                    "or run inside a pod with a service account"
+                )
+            )
+        _loaders.load_incluster_config(client_configuration=configuration)
+        return Success(Loaded(configuration, "in-cluster"))
+    except (_ConfigException, OSError, ValueError) as problem:
+        return Failure(ConfigError(f"cannot load cluster configuration: {problem}"))
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+class Kube:
+    """Raw JSON requests against one API server. Thread-safe (urllib3's pool is)."""
+
+    def __init__(self, configuration: Configuration, *, request_timeout: float = 30.0) -> None:
+        self._configuration = configuration
+        self._api_client = ApiClient(configuration)
+        self._pool = self._api_client.rest_client.pool_manager
+        self._host = configuration.host.rstrip("/")
+        self._request_timeout = request_timeout
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    def close(self) -> None:
+        self._pool.clear()
+
+    # --- plumbing ---
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": JSON_CONTENT, "User-Agent": USER_AGENT}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        bearer = self._configuration.auth_settings().get("BearerToken")
+        if bearer is not None and bearer["value"]:  # the token, refreshed by the loader's hook when it expires
+            headers["Authorization"] = bearer["value"]
+        return headers
+
+    def _url(self, path: str, params: Mapping[str, str] | None) -> str:
+        query = f"?{urlencode(sorted(params.items()))}" if params else ""
+        return f"{self._host}{path}{query}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+    ) -> Result[JSONObject, ApiError]:
+        """One request; a 2xx JSON object is a ``Success``, anything else an ``ApiError``."""
+        try:
+            response = self._pool.request(
+                method,
+                self._url(path, params),
+                body=body,
+                headers=self._headers(content_type if body is not None else None),
+                timeout=urllib3.Timeout(connect=10.0, read=self._request_timeout),
+                retries=False,
+                preload_content=True,
+            )
+        except urllib3.exceptions.HTTPError as problem:
+            return Failure(transport_error(problem))
+        data = response.data
+        try:
+            parsed: object = json.loads(data) if data else None
+        except ValueError:
+            parsed = None
+        if not 200 <= response.status < 300:
+            return Failure(error_from_status(response.status, parsed, response.headers.get("Retry-After")))
+        if not isinstance(parsed, dict):
+            return Failure(ApiError("bad_response", response.status, "", "response body is not a JSON object"))
+        return Success(cast(JSONObject, parsed))
+
+    # --- verbs ---
+
+    def get(self, path: str) -> Result[JSONObject, ApiError]:
+        return self.request("GET", path)
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        """POST ``body`` to the collection ``path``."""
+        return self.request("POST", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT)
+
+    def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        """PUT ``body`` (carrying ``metadata.resourceVersion`` for optimistic concurrency)."""
+        return self.request("PUT", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT)
+
+    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
+        raw = body.encode() if isinstance(body, str) else body
+        return self.request("PATCH", path, body=raw, content_type=content_type)
+
+    def patch_status(
+        self, path: str, body: str | bytes, content_type: str = MERGE_PATCH
+    ) -> Result[JSONObject, ApiError]:
+        """PATCH the ``status`` subresource of the object at ``path``."""
+        return self.patch(f"{path}/status", body, content_type)
+
+    def list(
+        self, path: str, params: Mapping[str, str] | None = None, *, page_size: int = 500
+    ) -> Result[tuple[tuple[JSONObject, ...], str], ApiError]:
+        """Every item of the collection (following ``continue`` pages) and the list's resourceVersion."""
+        items: list[JSONObject] = []
+        query = dict(params or {})
+        if page_size > 0:
+            query["limit"] = str(page_size)
+        while True:
+            page = self.request("GET", path, params=query)
+            body = page.value_or(None)
+            if body is None:
+                return Failure(page.failure())
+            raw_items = body.get("items")
+            if raw_items is not None and not isinstance(raw_items, list):
+                return Failure(ApiError("bad_response", 200, "", "list items is not an array"))
+            items.extend(item for item in raw_items or () if isinstance(item, dict))
+            metadata = body.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            token = metadata.get("continue")
+            if isinstance(token, str) and token:
+                query["continue"] = token
+                continue
+            version = metadata.get("resourceVersion")
+            return Success((tuple(items), version if isinstance(version, str) else ""))
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+        params: Mapping[str, str] | None = None,
+    ) -> Iterator[WatchEvent]:
+        """Stream watch events after ``resource_version`` until the server ends the watch.
+
+        The server closes the stream after ``timeout_seconds``; the iterator then
+        ends normally. Raises ``KubeError`` (kind ``gone`` for an expired
+        resourceVersion) when the watch cannot go on.
+        """
+        query = dict(params or {})
+        query.update(
+            {
+                "watch": "true",
+                "resourceVersion": resource_version,
+                "timeoutSeconds": str(timeout_seconds),
+                "allowWatchBookmarks": "true" if bookmarks else "false",
+            }
+        )
+        try:
+            response = self._pool.request(
+                "GET",
+                self._url(path, query),
+                headers=self._headers(),
+                # no event for this long past the server's own timeout means the connection is dead
+                timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30.0),
+                retries=False,
+                preload_content=False,
+            )
+        except urllib3.exceptions.HTTPError as problem:
+            raise KubeError(transport_error(problem)) from None
+        try:
+            if response.status != 200:
+                data = response.read()
+                try:
+                    parsed: object = json.loads(data) if data else None
+                except ValueError:
+                    parsed = None
+                raise KubeError(error_from_status(response.status, parsed, response.headers.get("Retry-After")))
+            yield from parse_watch_stream(_chunks(response))
+        finally:
+            response.release_conn()
+
+
+def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """Bytes as they arrive (``read1`` returns what one socket read gave, chunked or not)."""
+    while True:
+        try:
+            data = response.read1(65536)
+        except (urllib3.exceptions.HTTPError, OSError) as problem:
+            raise KubeError(transport_error(problem)) from None
+        if not data:
+            return
+        yield data
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Result[Kube, ConfigError]:
+    """Load the configuration as kubectl would and return a client for it."""
+    return load_configuration(kubeconfig, context).map(lambda loaded: Kube(loaded.configuration))

@@ -1,0 +1,326 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease (SPEC §10), typed and stoppable.
+
+Only the leader runs workers; standbys keep their informers warm and write
+nothing. A leader that stops gracefully *releases* the lease (clears
+``holderIdentity``) so a standby takes over at its next retry instead of after
+a whole lease duration.
+
+Why not ``kubernetes.leaderelection``: its ``Config`` calls ``sys.exit`` on bad
+settings, it never releases the lease on shutdown, its loops read
+``time.time()`` directly and cannot be stopped, it has no types, and its lock
+goes through the typed models we avoid elsewhere. The algorithm below is
+client-go's ``tryAcquireOrRenew`` over the raw Lease API: get; create when
+absent; otherwise take over only when the holder is empty or the record has
+not changed for ``leaseDurationSeconds`` as measured on *our* monotonic clock
+(never comparing clocks across machines); write with the observed
+``resourceVersion`` so two candidates cannot both win (the loser gets 409).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Final, Literal, Protocol, TypeAlias
+
+from returns.result import Result
+
+from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
+from kruntimes.effects.workqueue import Clock
+
+log = logging.getLogger(__name__)
+
+Sleeper: TypeAlias = Callable[[float], bool]
+"""Sleep ``seconds``; ``True`` when asked to stop (``threading.Event.wait``)."""
+WallClock: TypeAlias = Callable[[], datetime]
+Attempt: TypeAlias = Literal["leading", "held_by_other", "error"]
+Ending: TypeAlias = Literal["stopped", "lost"]
+
+DEFAULT_LEASE_NAME: Final = "kruntimes-scheduler"
+
+
+def default_identity() -> str:
+    """``<hostname>_<random>``: the pod name in a cluster, unique across restarts."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def micro_time(value: datetime) -> str:
+    """``metav1.MicroTime``: RFC 3339 in UTC with exactly six fractional digits."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    """Where the lease lives and how long leadership lasts (client-go's defaults)."""
+
+    namespace: str
+    identity: str
+    """This candidate's ``holderIdentity``; unique per process (``default_identity()``)."""
+    name: str = DEFAULT_LEASE_NAME
+    lease_duration: float = 15.0
+    """A standby takes over this long after the last change it saw to the lease (15 s)."""
+    renew_deadline: float = 10.0
+    """The leader steps down when it could not renew for this long (10 s, < lease_duration so it
+    stops working before anyone may take over)."""
+    retry_period: float = 2.0
+    """Between attempts to acquire or renew (2 s)."""
+
+    def problems(self) -> tuple[str, ...]:
+        """Every reason this configuration cannot work; empty when it is valid."""
+        found: list[str] = []
+        if not self.namespace:
+            found.append("lease namespace must not be empty")
+        if not self.name:
+            found.append("lease name must not be empty")
+        if not self.identity:
+            found.append("identity must not be empty")
+        if self.retry_period <= 0:
+            found.append("retry period must be positive")
+        if self.renew_deadline <= self.retry_period:
+            found.append("renew deadline must be longer than the retry period")
+        if self.lease_duration <= self.renew_deadline:
+            found.append("lease duration must be longer than the renew deadline")
+        if self.lease_duration < 1:
+            found.append("lease duration must be at least one second")
+        return tuple(found)
+
+
+class LeaseApi(Protocol):
+    """What the elector needs from ``kube.Kube``."""
+
+    def get(self, path: str) -> Result[JSONObject, ApiError]: ...
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]: ...
+
+    def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """The election fields of a Lease's spec."""
+
+    holder: str
+    lease_duration_seconds: int
+    acquire_time: str
+    renew_time: str
+    transitions: int
+
+    @staticmethod
+    def of(lease: Mapping[str, object]) -> LeaseRecord:
+        spec = lease.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+
+        def text(key: str) -> str:
+            value = spec.get(key)
+            return value if isinstance(value, str) else ""
+
+        def number(key: str) -> int:
+            value = spec.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        return LeaseRecord(
+            holder=text("holderIdentity"),
+            lease_duration_seconds=number("leaseDurationSeconds"),
+            acquire_time=text("acquireTime"),
+            renew_time=text("renewTime"),
+            transitions=number("leaseTransitions"),
+        )
+
+    def spec(self) -> dict[str, object]:
+        return {
+            "holderIdentity": self.holder or None,
+            "leaseDurationSeconds": self.lease_duration_seconds,
+            "acquireTime": self.acquire_time or None,
+            "renewTime": self.renew_time or None,
+            "leaseTransitions": self.transitions,
+        }
+
+
+class LeaderElector:
+    """Acquire, renew and release one Lease; call back when leadership starts and stops."""
+
+    def __init__(
+        self,
+        kube: LeaseApi,
+        config: LeaderElectionConfig,
+        on_started_leading: Callable[[], None],
+        on_stopped_leading: Callable[[], None],
+        *,
+        clock: Clock = time.monotonic,
+        now: WallClock = _utcnow,
+        sleep: Sleeper | None = None,
+    ) -> None:
+        problems = config.problems()
+        if problems:
+            raise ValueError("invalid leader election settings: " + "; ".join(problems))
+        self._kube = kube
+        self._config = config
+        self._on_started = on_started_leading
+        self._on_stopped = on_stopped_leading
+        self._clock = clock
+        self._now = now
+        self._stop = threading.Event()
+        self._sleep: Sleeper = sleep if sleep is not None else self._stop.wait
+        self._path = LEASES.path(config.namespace, config.name)
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._lease: JSONObject | None = None  # the last lease object we read or wrote
+        self._leading = False
+
+    # --- public ---
+
+    def is_leader(self) -> bool:
+        return self._leading
+
+    @property
+    def observed_holder(self) -> str:
+        """The holder of the lease as last seen ("" when none or unknown)."""
+        return self._observed.holder if self._observed is not None else ""
+
+    def stop(self) -> None:
+        """Ask ``run`` to return; a leader releases the lease first."""
+        self._stop.set()
+
+    def run(self) -> Ending:
+        """Campaign, lead, renew; return ``"stopped"`` after ``stop()`` or ``"lost"`` when leadership ends.
+
+        ``on_started_leading`` runs on this thread and must return promptly (start
+        the workers and return). ``on_stopped_leading`` runs exactly once for each
+        ``on_started_leading``, after the lease was released or lost.
+        """
+        last_renewal = 0.0
+        while not self._stop.is_set():
+            if not self._leading:
+                if self.try_acquire_or_renew() == "leading":
+                    last_renewal = self._clock()
+                    self._leading = True
+                    log.info("%s became the leader of %s", self._config.identity, self._path)
+                    try:
+                        self._on_started()
+                    except Exception:
+                        log.exception("on_started_leading failed; stepping down")
+                        self._step_down(release=True)
+                        return "lost"
+                    continue
+                if self._sleep(self._config.retry_period):
+                    break
+                continue
+            if self._sleep(self._config.retry_period):
+                break
+            attempt = self.try_acquire_or_renew()
+            if attempt == "leading":
+                last_renewal = self._clock()
+            elif attempt == "held_by_other" or self._clock() - last_renewal >= self._config.renew_deadline:
+                log.warning("%s lost the lease %s (%s)", self._config.identity, self._path, attempt)
+                self._step_down(release=False)
+                return "lost"
+        if self._leading:
+            self._step_down(release=True)
+        return "stopped"
+
+    def try_acquire_or_renew(self) -> Attempt:
+        """One attempt (client-go ``tryAcquireOrRenew``)."""
+        now = micro_time(self._now())
+        tick = self._clock()
+        mine = self._config.identity
+        duration = max(1, round(self._config.lease_duration))
+        got = self._kube.get(self._path)
+        lease = got.value_or(None)
+        if lease is None:
+            error = got.failure()
+            if error.kind != "not_found":
+                log.warning("reading lease %s failed: %s", self._path, error)
+                return "error"
+            record = LeaseRecord(mine, duration, now, now, 0)
+            created = self._kube.create(LEASES.path(self._config.namespace), self._lease_body(None, record))
+            stored = created.value_or(None)
+            if stored is None:
+                log.info("creating lease %s failed: %s", self._path, created.failure())
+                return "error"
+            self._remember(stored, record, tick)
+            return "leading"
+
+        old = LeaseRecord.of(lease)
+        if old != self._observed:
+            self._observed, self._observed_at = old, tick
+        self._lease = lease
+        held_for = old.lease_duration_seconds if old.lease_duration_seconds > 0 else duration
+        if old.holder and old.holder != mine and self._observed_at + held_for > tick:
+            return "held_by_other"
+        if old.holder == mine:
+            record = LeaseRecord(mine, duration, old.acquire_time or now, now, old.transitions)
+        else:
+            record = LeaseRecord(mine, duration, now, now, old.transitions + 1)
+        updated = self._kube.update(self._path, self._lease_body(lease, record))
+        stored = updated.value_or(None)
+        if stored is None:
+            error = updated.failure()
+            log.info("writing lease %s failed: %s", self._path, error)
+            return "held_by_other" if error.kind == "conflict" and old.holder != mine else "error"
+        self._remember(stored, record, tick)
+        return "leading"
+
+    def release(self) -> bool:
+        """Clear the holder if we hold the lease, so a standby can take over at once."""
+        for _ in range(2):  # a conflict means our copy is stale: read once more
+            lease = self._lease
+            if lease is None or LeaseRecord.of(lease).holder != self._config.identity:
+                return False
+            old = LeaseRecord.of(lease)
+            now = micro_time(self._now())
+            record = LeaseRecord("", 1, now, now, old.transitions)
+            updated = self._kube.update(self._path, self._lease_body(lease, record))
+            stored = updated.value_or(None)
+            if stored is not None:
+                self._remember(stored, record, self._clock())
+                log.info("%s released the lease %s", self._config.identity, self._path)
+                return True
+            if updated.failure().kind != "conflict":
+                log.warning("releasing lease %s failed: %s", self._path, updated.failure())
+                return False
+            self._lease = self._kube.get(self._path).value_or(None)
+        return False
+
+    # --- internals ---
+
+    def _step_down(self, *, release: bool) -> None:
+        if release:
+            self.release()
+        self._leading = False
+        try:
+            self._on_stopped()
+        except Exception:
+            log.exception("on_stopped_leading failed")
+
+    def _remember(self, stored: JSONObject, record: LeaseRecord, tick: float) -> None:
+        self._lease = stored
+        self._observed = LeaseRecord.of(stored) if stored.get("spec") is not None else record
+        self._observed_at = tick
+
+    def _lease_body(self, current: Mapping[str, object] | None, record: LeaseRecord) -> dict[str, object]:
+        if current is None:
+            return {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self._config.name, "namespace": self._config.namespace},
+                "spec": {k: v for k, v in record.spec().items() if v is not None},
+            }
+        body = dict(current)
+        spec = current.get("spec")
+        merged: dict[str, object] = dict(spec) if isinstance(spec, Mapping) else {}
+        merged.update(record.spec())
+        body["spec"] = {k: v for k, v in merged.items() if v is not None}
+        metadata = current.get("metadata")
+        body["metadata"] = dict(metadata) if isinstance(metadata, Mapping) else {}
+        if not resource_version_of(body):
+            log.debug("lease %s has no resourceVersion; the update is unguarded", self._path)
+        return body

@@ -1,0 +1,251 @@
+"""The scheduler's Prometheus metrics (SPEC §9) and the one HTTP port that serves them.
+
+Every collector lives on a dedicated ``CollectorRegistry`` per ``SchedulerMetrics``
+instance, never the process-global one, so tests and two schedulers in one
+process do not clash. Label values come only from closed sets fixed in code
+(the ``Literal`` types below); every child is created up front so a scrape shows
+all series at zero before the first event, and no runtime, Run, pod, namespace,
+selector or resource name can ever become a label.
+
+``serve`` runs a small stdlib ``ThreadingHTTPServer`` exposing exactly
+``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Final, Literal, TypeAlias, get_args
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.exposition import choose_encoder
+
+log = logging.getLogger(__name__)
+
+SyncResult: TypeAlias = Literal["scheduled", "no_pods", "selection_error"]
+ConflictStage: TypeAlias = Literal["reserve", "bind"]
+WakeupSource: TypeAlias = Literal["runtime_pod", "capacity_released"]
+FilterPlugin: TypeAlias = Literal["RuntimePodAvailability", "RunAffinity", "WorkspacePlacement", "other"]
+FilterReason: TypeAlias = Literal[
+    "RuntimePodUnavailable",
+    "UnsatisfiedRunAffinity",
+    "UnsatisfiedRunAntiAffinity",
+    "WorkspacePlacement",
+    "WorkspaceUnavailable",
+    "other",
+]
+
+FILTER_PAIRS: Final[tuple[tuple[FilterPlugin, FilterReason], ...]] = (
+    ("RuntimePodAvailability", "RuntimePodUnavailable"),
+    ("RunAffinity", "UnsatisfiedRunAffinity"),
+    ("RunAffinity", "UnsatisfiedRunAntiAffinity"),
+    ("WorkspacePlacement", "WorkspacePlacement"),
+    ("WorkspacePlacement", "WorkspaceUnavailable"),
+)
+"""The (plugin, reason) pairs SPEC §4 defines; each is a pre-initialised series."""
+
+_disable_created_metrics: Final[Callable[[], None]] = disable_created_metrics
+"""prometheus-client leaves this one function unannotated; this line gives it its real type."""
+
+_PLUGINS: Final[frozenset[str]] = frozenset(get_args(FilterPlugin))
+_REASONS: Final[frozenset[str]] = frozenset(get_args(FilterReason))
+
+SYNC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""A cycle is pure planning plus at most one status write: sub-millisecond to a few seconds."""
+QUEUE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+"""Creation → bind spans a free pod (tens of ms) to a Run that waited many minutes for capacity."""
+
+
+class SchedulerMetrics:
+    """The SPEC §9 collectors on their own registry, with one typed method per thing counted."""
+
+    def __init__(self) -> None:
+        # The text format would otherwise add a ``*_created`` gauge per series: names SPEC §9
+        # does not list and the upstream Go scheduler never exposes. The switch is process-wide
+        # in prometheus-client; this process exposes only our registries.
+        _disable_created_metrics()
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._sync = Counter(
+            "kruntimes_scheduler_sync_total", "Scheduling cycles by result.", ["result"], registry=r
+        )
+        self._sync_duration = Histogram(
+            "kruntimes_scheduler_sync_duration_seconds",
+            "Duration of one scheduling cycle.",
+            registry=r,
+            buckets=SYNC_BUCKETS,
+        )
+        self._no_pods = Counter(
+            "kruntimes_scheduler_no_pods_total", "Cycles that found no feasible runtime pod.", registry=r
+        )
+        self._queue_duration = Histogram(
+            "kruntimes_scheduler_run_queue_duration_seconds",
+            "Time from a Run's creation to its successful bind.",
+            registry=r,
+            buckets=QUEUE_BUCKETS,
+        )
+        self._rejections = Counter(
+            "kruntimes_scheduler_filter_rejections_total",
+            "Pods rejected by a filter plugin, by plugin and reason.",
+            ["plugin", "reason"],
+            registry=r,
+        )
+        self._conflicts = Counter(
+            "kruntimes_scheduler_reservation_conflicts_total",
+            "Reservations lost to a concurrent change, by stage.",
+            ["stage"],
+            registry=r,
+        )
+        self._wakeups = Counter(
+            "kruntimes_scheduler_pending_run_wakeups_total",
+            "Pending Runs re-queued by a cluster change, by source.",
+            ["source"],
+            registry=r,
+        )
+        for result in get_args(SyncResult):
+            self._sync.labels(result=result)
+        for plugin, reason in FILTER_PAIRS:
+            self._rejections.labels(plugin=plugin, reason=reason)
+        for stage in get_args(ConflictStage):
+            self._conflicts.labels(stage=stage)
+        for source in get_args(WakeupSource):
+            self._wakeups.labels(source=source)
+
+    def count_sync(self, result: SyncResult) -> None:
+        self._sync.labels(result=result).inc()
+
+    def observe_sync_duration(self, seconds: float) -> None:
+        self._sync_duration.observe(seconds)
+
+    def count_no_pods(self) -> None:
+        self._no_pods.inc()
+
+    def observe_queue_duration(self, seconds: float) -> None:
+        """Seconds from the Run's ``creationTimestamp`` to the successful bind."""
+        self._queue_duration.observe(max(seconds, 0.0))
+
+    def count_rejections(self, rejections: Iterable[tuple[str, str, int]]) -> None:
+        """Add a plan's ``(plugin, reason, count)`` rejections.
+
+        A plugin or reason outside the closed sets (a plugin added to the registry
+        but not here yet) is counted under ``other`` so cardinality stays bounded.
+        """
+        for plugin, reason, count in rejections:
+            if count <= 0:
+                continue
+            plugin_label = plugin if plugin in _PLUGINS else "other"
+            reason_label = reason if reason in _REASONS else "other"
+            self._rejections.labels(plugin=plugin_label, reason=reason_label).inc(count)
+
+    def count_conflict(self, stage: ConflictStage) -> None:
+        self._conflicts.labels(stage=stage).inc()
+
+    def count_wakeups(self, source: WakeupSource, keys: int = 1) -> None:
+        """``keys`` Pending Runs were woken by one change of ``source``."""
+        if keys > 0:
+            self._wakeups.labels(source=source).inc(keys)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        """One sample's current value (tests and debugging)."""
+        return self.registry.get_sample_value(name, labels or {})
+
+
+# --- the HTTP port ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Probes:
+    """What the health endpoints ask: each is a callable so the answer is current at request time."""
+
+    ready: Callable[[], bool]
+    """``/readyz``: informers have synced (a standby that is synced is ready: it can take over)."""
+    healthy: Callable[[], bool] = lambda: True
+    """``/healthz``: the process is alive and its threads are running."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 (the stdlib's naming)
+        self._respond(send_body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._respond(send_body=False)
+
+    def _respond(self, send_body: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            self._send(HTTPStatus.OK, encoder(self.server.registry), content_type, send_body)
+        elif path == "/healthz":
+            self._probe(self.server.probes.healthy, send_body)
+        elif path == "/readyz":
+            self._probe(self.server.probes.ready, send_body)
+        else:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", send_body)
+
+    def _probe(self, check: Callable[[], bool], send_body: bool) -> None:
+        try:
+            ok = check()
+        except Exception:  # a probe that raises is a failing probe, never a crashed server
+            log.exception("health probe raised")
+            ok = False
+        if ok:
+            self._send(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8", send_body)
+        else:
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, b"not ready\n", "text/plain; charset=utf-8", send_body)
+
+    def _send(self, status: HTTPStatus, body: bytes, content_type: str, send_body: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, probes: Probes) -> None:
+        self.registry = registry
+        self.probes = probes
+        super().__init__(address, _Handler)
+
+
+class MetricsServer:
+    """A running ``/metrics`` + ``/healthz`` + ``/readyz`` server on its own thread."""
+
+    def __init__(self, server: _Server) -> None:
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="metrics-http", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = self._server.server_address[0]
+        return f"http://{host!s}:{self.port}"
+
+    def close(self) -> None:
+        """Stop serving and free the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def serve(registry: CollectorRegistry, probes: Probes, host: str = "0.0.0.0", port: int = 8080) -> MetricsServer:
+    """Start serving on ``host:port`` (``port=0`` picks a free one) and return at once."""
+    return MetricsServer(_Server((host, port), registry, probes))

@@ -1,0 +1,269 @@
+"""The work queue of Run keys, with client-go ``workqueue`` semantics.
+
+- A key is queued at most once: adding a key that is already waiting does
+  nothing (coalescing).
+- A key being processed is never handed to another worker. Adding it while it
+  is processed marks it dirty; ``done(key)`` then queues it again, once.
+- ``add_after(key, seconds)`` queues the key later (delayed requeue); a key
+  already waiting for an earlier time keeps the earlier time.
+- ``add_rate_limited(key)`` queues the key after a per-key exponential back-off
+  (``base × 2^failures``, capped); ``forget(key)`` resets that key's count.
+- ``shutdown()`` wakes every waiting worker; ``get()`` then returns ``None``.
+
+Ordering is an extension point: ready keys are handed out by a *pure* sort key
+``order(key, activation) -> comparable`` where ``activation`` is a counter that
+grows each time a key becomes ready (a key re-added while queued keeps its
+first activation). The default, ``fifo``, is FIFO by activation (SPEC §8).
+Ties between equal sort keys fall back to activation. ``by_policy`` adapts a
+``kruntimes.pure.queueing.QueueOrder`` policy to this shape.
+
+Time is injected (``clock``: seconds, monotonic), so back-off and delays are
+tested on simulated seconds. A blocking ``get()`` waits on a condition for the
+time until the next delayed key is due *as the clock says*; with a simulated
+clock tests use ``try_get()`` after advancing it.
+
+No library gives these semantics in Python (checked PyPI and the docs index:
+``ratelimitqueue`` rate-limits a plain ``queue.Queue`` globally; kopf's queues
+are asyncio and per-object streams), so this is written here, after client-go's
+``queue.go``, ``delaying_queue.go`` and ``default_rate_limiters.go``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Generic, TypeVar, final
+
+from kruntimes.pure.model import RunKey
+from kruntimes.pure.queueing import QueueEntry, QueueOrder, SortKey
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
+
+K = TypeVar("K", bound=Hashable)
+
+Clock = Callable[[], float]
+
+
+def fifo(key: object, activation: int) -> int:
+    """The default order: first activated, first out."""
+    return activation
+
+
+def _no_creation_time(key: RunKey) -> datetime | None:
+    return None
+
+
+def by_policy(
+    policy: QueueOrder, creation: Callable[[RunKey], datetime | None] = _no_creation_time
+) -> Callable[[RunKey, int], SortKey]:
+    """A ``WorkQueue`` order from a pure ``QueueOrder`` policy.
+
+    ``creation`` looks up a Run's creationTimestamp for policies that use it
+    (e.g. ``lambda key: (r := state.get().run(key)) and r.creation_timestamp``);
+    it is called once per activation, under the queue's lock, so it must be a
+    cheap read of an immutable value.
+    """
+
+    def order(key: RunKey, activation: int) -> SortKey:
+        return policy.sort_key(QueueEntry(key, activation, creation(key)))
+
+    return order
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Per-key exponential back-off for failed keys (client-go ``ItemExponentialFailureRateLimiter``)."""
+
+    base: float = 0.005
+    """The first retry's delay: 5 ms, client-go's default, so a transient error costs almost nothing."""
+    cap: float = 60.0
+    """The longest delay: 60 s, the same ceiling as a Run's own retry back-off (SPEC §3.6), so a
+    key that keeps failing is still retried every minute (client-go's 1000 s is too long for a
+    scheduler whose Runs wait on it)."""
+
+    def delay(self, failures: int) -> float:
+        """The delay before retry number ``failures + 1``."""
+        if failures >= 64:  # 2**64 × base is far past any cap; avoid a huge float
+            return self.cap
+        return min(self.base * (2.0**failures), self.cap)
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+@final
+class WorkQueue(Generic[K]):
+    """A coalescing, delaying, rate-limited queue of keys for N worker threads."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = time.monotonic,
+        order: Callable[[K, int], SupportsRichComparison] = fifo,
+        backoff: Backoff = DEFAULT_BACKOFF,
+    ) -> None:
+        self._clock = clock
+        self._order = order
+        self._backoff = backoff
+        self._cond = threading.Condition(threading.Lock())
+        self._ready: list[tuple[SupportsRichComparison, int, K]] = []
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._waiting: list[tuple[float, int, K]] = []  # (due, seq, key); stale entries skipped
+        self._due: dict[K, float] = {}  # the live due time of each delayed key
+        self._failures: dict[K, int] = {}
+        self._activations = 0
+        self._seq = 0
+        self._shutting_down = False
+
+    # --- adding -------------------------------------------------------------------
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` now, unless it is already queued; if it is being processed, after ``done``."""
+        with self._cond:
+            self._add_locked(key)
+
+    def add_after(self, key: K, seconds: float) -> None:
+        """Queue ``key`` once ``seconds`` have passed on the clock (at once if ``seconds <= 0``)."""
+        with self._cond:
+            if self._shutting_down:
+                return
+            if seconds <= 0:
+                self._add_locked(key)
+                return
+            due = self._clock() + seconds
+            current = self._due.get(key)
+            if current is not None and current <= due:
+                return  # already waiting for an earlier time
+            self._due[key] = due
+            self._seq += 1
+            heapq.heappush(self._waiting, (due, self._seq, key))
+            self._cond.notify_all()  # a blocked get() may need to wake earlier now
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue ``key`` after its back-off and count one more failure; return the delay used."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay = self._backoff.delay(failures)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """The key succeeded: its next failure backs off from the start again."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def num_requeues(self, key: K) -> int:
+        """How many failures are counted for ``key`` since it was last forgotten."""
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    # --- taking -------------------------------------------------------------------
+
+    def get(self) -> K | None:
+        """Block until a key is ready and hand it to the caller, or return ``None`` on shutdown.
+
+        The caller owns the key until it calls ``done(key)``.
+        """
+        with self._cond:
+            while True:
+                if self._shutting_down:
+                    return None
+                now = self._clock()
+                self._promote_due_locked(now)
+                if self._ready:
+                    return self._pop_locked()
+                timeout = self._waiting[0][0] - now if self._waiting else None
+                self._cond.wait(timeout)
+
+    def try_get(self) -> K | None:
+        """A ready key (due delayed keys count), or ``None`` at once when none is ready."""
+        with self._cond:
+            if self._shutting_down:
+                return None
+            self._promote_due_locked(self._clock())
+            if self._ready:
+                return self._pop_locked()
+            return None
+
+    def done(self, key: K) -> None:
+        """The caller finished ``key``; if it was added meanwhile, it is queued again now."""
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._push_ready_locked(key)
+
+    # --- lifecycle and inspection ----------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop handing out keys, ignore further adds, and wake every blocked ``get``."""
+        with self._cond:
+            self._shutting_down = True
+            self._cond.notify_all()
+
+    @property
+    def shutting_down(self) -> bool:
+        with self._cond:
+            return self._shutting_down
+
+    def __len__(self) -> int:
+        """Keys ready to be handed out now (not counting delayed or processing keys)."""
+        with self._cond:
+            return len(self._ready)
+
+    def next_due(self) -> float | None:
+        """When the earliest delayed key becomes ready, on the clock; ``None`` when none waits."""
+        with self._cond:
+            self._drop_stale_locked()
+            return self._waiting[0][0] if self._waiting else None
+
+    def processing(self) -> frozenset[K]:
+        with self._cond:
+            return frozenset(self._processing)
+
+    # --- internals (the lock is held) -------------------------------------------------
+
+    def _add_locked(self, key: K) -> None:
+        if self._shutting_down or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key in self._processing:
+            return  # queued again by done()
+        self._push_ready_locked(key)
+
+    def _push_ready_locked(self, key: K) -> None:
+        self._activations += 1
+        activation = self._activations
+        heapq.heappush(self._ready, (self._order(key, activation), activation, key))
+        self._cond.notify()
+
+    def _pop_locked(self) -> K:
+        _, _, key = heapq.heappop(self._ready)
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def _drop_stale_locked(self) -> None:
+        while self._waiting:
+            due, _, key = self._waiting[0]
+            if self._due.get(key) == due:
+                return
+            heapq.heappop(self._waiting)
+
+    def _promote_due_locked(self, now: float) -> None:
+        while self._waiting:
+            due, _, key = self._waiting[0]
+            if self._due.get(key) != due:
+                heapq.heappop(self._waiting)  # superseded by an earlier due time
+                continue
+            if due > now:
+                return
+            heapq.heappop(self._waiting)
+            del self._due[key]
+            self._add_locked(key)

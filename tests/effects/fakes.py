@@ -1,0 +1,41 @@
+"""Simulated time for effect-layer tests: a clock that moves only when told, and a sleeper that moves it."""
+
+from __future__ import annotations
+
+import threading
+
+
+class FakeClock:
+    """Seconds on a simulated monotonic clock."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
+class FakeSleeper:
+    """A sleeper that records each requested sleep and advances the clock by it instead of waiting.
+
+    Returns ``True`` (stop) once ``stop_after`` sleeps have been taken, so loops end by themselves.
+    """
+
+    def __init__(self, clock: FakeClock, stop_after: int = 1_000_000) -> None:
+        self.clock = clock
+        self.sleeps: list[float] = []
+        self.stop_after = stop_after
+        self.stopped = threading.Event()
+
+    def __call__(self, seconds: float) -> bool:
+        self.sleeps.append(seconds)
+        self.clock.advance(seconds)
+        if len(self.sleeps) >= self.stop_after:
+            self.stopped.set()
+        return self.stopped.is_set()

@@ -1,0 +1,310 @@
+"""Informers: list, watch, bookmarks, 410 relist diffs, malformed objects and back-off — on simulated time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from returns.result import Failure, Result, Success
+
+from kruntimes.effects.atom import Atom
+from kruntimes.effects.informer import Informer, OnEvent, Watched, watched_pods, watched_runs, watched_workspaces
+from kruntimes.effects.kube import ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
+from kruntimes.effects.workqueue import Backoff
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event
+from kruntimes.pure.model import RunKey
+from tests.effects.fakes import FakeClock, FakeSleeper
+
+NS = "ns"
+
+
+def run_json(name: str, rv: str, phase: str = "Pending", runtime: str = "py") -> JSONObject:
+    return {
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": rv},
+        "spec": {"runtime": runtime},
+        "status": {"phase": phase},
+    }
+
+
+def pod_json(name: str, rv: str, runtime: str = "py") -> JSONObject:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"uid-{name}",
+            "resourceVersion": rv,
+            "labels": {"runtime": runtime},
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def event(type_: WatchEventType, obj: JSONObject) -> WatchEvent:
+    return WatchEvent(type_, obj)
+
+
+def bookmark(rv: str) -> WatchEvent:
+    return WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": rv}})
+
+
+def error(kind: ErrorKind, status: int, retry_after: float | None = None) -> KubeError:
+    return KubeError(ApiError(kind, status, "", kind, retry_after))
+
+
+Script = Sequence[WatchEvent | KubeError]
+
+
+@dataclass
+class FakeKube:
+    """Scripted lists and watches; stops the informer when the scripts run out."""
+
+    lists: list[Result[tuple[tuple[JSONObject, ...], str], ApiError]]
+    watches: list[Script]
+    sleeper: FakeSleeper
+    listed: list[tuple[str, Mapping[str, str] | None]] = field(default_factory=list)
+    watched_from: list[str] = field(default_factory=list)
+    watch_params: list[Mapping[str, str] | None] = field(default_factory=list)
+    informer: Informer | None = None
+
+    def _exhausted(self) -> None:
+        self.sleeper.stopped.set()
+        if self.informer is not None:
+            self.informer.stop()
+
+    def list(
+        self, path: str, params: Mapping[str, str] | None = None, *, page_size: int = 500
+    ) -> Result[tuple[tuple[JSONObject, ...], str], ApiError]:
+        self.listed.append((path, params))
+        if not self.lists:
+            self._exhausted()
+            return Failure(ApiError("transport", 0, "", "script exhausted"))
+        return self.lists.pop(0)
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+        params: Mapping[str, str] | None = None,
+    ) -> Iterator[WatchEvent]:
+        self.watched_from.append(resource_version)
+        self.watch_params.append(params)
+        if not self.watches:
+            self._exhausted()
+            return
+        for item in self.watches.pop(0):
+            if isinstance(item, KubeError):
+                raise item
+            yield item
+        self.sleeper.clock.advance(60)  # the server's watch timeout passed
+
+
+@dataclass
+class Harness:
+    kube: FakeKube
+    informer: Informer
+    state: Atom[ClusterState]
+    seen: list[tuple[ClusterState, ClusterState, Event]]
+    sleeper: FakeSleeper
+
+    def run(self) -> None:
+        self.informer.run()
+
+
+def harness(
+    lists: list[Result[tuple[tuple[JSONObject, ...], str], ApiError]],
+    watches: list[Script],
+    watched: Watched | None = None,
+    on_event: OnEvent | None = None,
+) -> Harness:
+    clock = FakeClock()
+    sleeper = FakeSleeper(clock)
+    kube = FakeKube(lists, watches, sleeper)
+    state = Atom(EMPTY_STATE)
+    seen: list[tuple[ClusterState, ClusterState, Event]] = []
+    informer = Informer(
+        kube,
+        watched or watched_runs(),
+        state,
+        on_event or (lambda old, new, ev: seen.append((old, new, ev))),
+        clock=clock,
+        sleep=sleeper,
+    )
+    kube.informer = informer
+    return Harness(kube, informer, state, seen, sleeper)
+
+
+def listing(*items: JSONObject, rv: str) -> Result[tuple[tuple[JSONObject, ...], str], ApiError]:
+    return Success((tuple(items), rv))
+
+
+def kinds(h: Harness) -> list[tuple[str, str]]:
+    return [(ev.type, ev.obj.name) for _, _, ev in h.seen]
+
+
+def test_list_then_watch_from_the_lists_version_applies_each_event_once() -> None:
+    h = harness(
+        [listing(run_json("a", "5"), rv="10")],
+        [[event("ADDED", run_json("b", "11")), event("MODIFIED", run_json("a", "12", phase="Scheduled"))]],
+    )
+    assert not h.informer.has_synced()
+    h.run()
+    assert h.informer.has_synced()
+    assert h.kube.watched_from[0] == "10"
+    assert kinds(h) == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
+    state = h.state.get()
+    run_a = state.run(RunKey(NS, "a"))
+    assert run_a is not None and run_a.status.phase == "Scheduled"
+    assert state.run(RunKey(NS, "b")) is not None
+
+
+def test_the_callback_sees_the_state_before_and_after_each_event() -> None:
+    h = harness([listing(rv="1")], [[event("ADDED", run_json("a", "2"))]])
+    h.run()
+    [(old, new, ev)] = h.seen
+    assert old.run(RunKey(NS, "a")) is None
+    assert new.run(RunKey(NS, "a")) is ev.obj
+    assert h.state.get() is new
+
+
+def test_a_rewatch_continues_from_the_last_event_or_bookmark_version() -> None:
+    h = harness(
+        [listing(rv="10")],
+        [[event("ADDED", run_json("a", "11")), bookmark("15")], [event("DELETED", run_json("a", "16"))], []],
+    )
+    h.run()
+    assert h.kube.watched_from[:3] == ["10", "15", "16"]
+    assert kinds(h) == [("ADDED", "a"), ("DELETED", "a")]
+    assert h.state.get().run(RunKey(NS, "a")) is None
+
+
+def test_gone_relists_and_turns_the_difference_into_events() -> None:
+    h = harness(
+        [
+            listing(run_json("a", "1"), run_json("b", "1"), run_json("c", "1"), rv="5"),
+            listing(run_json("a", "7"), run_json("c", "1"), run_json("d", "6"), rv="9"),
+        ],
+        [[error("gone", 410)]],
+    )
+    h.run()
+    assert kinds(h)[:3] == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+    assert sorted(kinds(h)[3:]) == [("ADDED", "d"), ("DELETED", "b"), ("MODIFIED", "a")]
+    assert h.informer.relists == 1
+    assert h.kube.watched_from[-1] == "9"
+    names = sorted(run.name for run in h.state.get().runs())
+    assert names == ["a", "c", "d"]
+    # a relist after 410 waits for nothing: the only sleep follows the end of the script
+    assert h.sleeper.sleeps == [0.8]
+
+
+def test_malformed_objects_are_skipped_and_counted_never_fatal() -> None:
+    nameless: JSONObject = {"metadata": {"namespace": NS, "uid": "u"}}
+    h = harness(
+        [listing(nameless, run_json("a", "1"), rv="3")],
+        [[event("ADDED", {"metadata": "not an object"}), event("ADDED", run_json("b", "4"))]],
+    )
+    h.run()
+    assert h.informer.malformed == 2
+    assert kinds(h) == [("ADDED", "a"), ("ADDED", "b")]
+    assert h.informer.resource_version == "4"
+
+
+def test_dropped_connections_back_off_exponentially_and_reset_after_progress() -> None:
+    h = harness(
+        [listing(rv="1")],
+        [
+            [error("transport", 0)],
+            [error("transport", 0)],
+            [error("server", 500)],
+            [event("ADDED", run_json("a", "2")), error("transport", 0)],
+            [error("transport", 0)],
+        ],
+    )
+    h.run()
+    assert h.sleeper.sleeps[:5] == [0.8, 1.6, 3.2, 0.8, 1.6]
+    assert h.kube.watched_from[:5] == ["1", "1", "1", "1", "2"]
+
+
+def test_a_failed_list_is_retried_with_back_off_before_watching() -> None:
+    h = harness(
+        [Failure(ApiError("forbidden", 403, "Forbidden", "rbac")), listing(run_json("a", "1"), rv="2")],
+        [[]],
+    )
+    h.run()
+    assert h.sleeper.sleeps[0] == 0.8
+    assert h.informer.has_synced()
+    assert h.kube.watched_from[0] == "2"
+
+
+def test_throttling_waits_at_least_the_servers_retry_after() -> None:
+    h = harness([listing(rv="1")], [[error("throttled", 429, retry_after=7.0)], []])
+    h.run()
+    assert h.sleeper.sleeps[0] == 7.0
+
+
+class InstantWatches(FakeKube):
+    """A server that closes every watch at once without an event."""
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+        params: Mapping[str, str] | None = None,
+    ) -> Iterator[WatchEvent]:
+        self.watched_from.append(resource_version)
+        if len(self.watched_from) >= 3:
+            self._exhausted()
+        return iter(())
+
+
+def test_a_watch_that_ends_at_once_without_events_backs_off_instead_of_spinning() -> None:
+    clock = FakeClock()
+    sleeper = FakeSleeper(clock)
+    kube = InstantWatches([listing(rv="1")], [], sleeper)
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, sleep=sleeper)
+    kube.informer = informer
+    informer.run()
+    assert sleeper.sleeps[:2] == [0.8, 1.6]
+
+
+def test_a_callback_that_raises_does_not_stop_the_informer() -> None:
+    calls: list[str] = []
+
+    def broken(old: ClusterState, new: ClusterState, ev: Event) -> None:
+        calls.append(ev.obj.name)
+        raise RuntimeError("bug in the controller")
+
+    events: Script = [event("ADDED", run_json("a", "2")), event("ADDED", run_json("b", "3"))]
+    h = harness([listing(rv="1")], [events], on_event=broken)
+    h.run()
+    assert calls == ["a", "b"]
+    assert h.state.get().run(RunKey(NS, "b")) is not None
+
+
+def test_pods_are_listed_and_watched_by_the_runtime_label_only() -> None:
+    h = harness([listing(pod_json("p1", "1"), rv="2")], [[event("ADDED", pod_json("p2", "3"))]], watched_pods())
+    h.run()
+    assert h.kube.listed[0] == ("/api/v1/pods", {"labelSelector": "runtime"})
+    assert h.kube.watch_params[0] == {"labelSelector": "runtime"}
+    assert {pod.name for pod in h.state.get().pods()} == {"p1", "p2"}
+
+
+def test_a_namespaced_informer_watches_that_namespace_only() -> None:
+    assert watched_runs("team-a").path == "/apis/kruntimes.io/v1alpha1/namespaces/team-a/runs"
+    assert watched_workspaces().path == "/apis/kruntimes.io/v1alpha1/persistentworkspaces"
+
+
+def test_stop_ends_a_back_off_sleep_at_once_on_the_real_sleeper() -> None:
+    clock = FakeClock()
+    kube = FakeKube([Failure(ApiError("transport", 0, "", "down"))] * 1000, [], FakeSleeper(clock))
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=Backoff(base=3600.0, cap=3600.0))
+    thread = informer.start()
+    informer.stop()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+

@@ -1,0 +1,243 @@
+"""The raw-JSON client: paging, streaming watches, typed errors and kubectl-style configuration."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes.client import Configuration
+from returns.result import Failure, Success
+
+from kruntimes.effects.kube import (
+    LEASES,
+    PODS,
+    RUNS,
+    ApiError,
+    Kube,
+    KubeError,
+    error_from_status,
+    load_configuration,
+    parse_watch_stream,
+)
+from tests.effects.stubserver import Reply, Running, Seen, StubServer, lines, running
+
+
+@pytest.fixture()
+def stub() -> Iterator[Running]:
+    yield from running(StubServer())
+
+
+def client_for(server: Running, token: str | None = None) -> Kube:
+    configuration = Configuration(host=server.url)
+    if token is not None:
+        configuration.api_key = {"authorization": f"Bearer {token}"}
+    return Kube(configuration, request_timeout=10)
+
+
+def status(code: int, reason: str, message: str = "") -> dict[str, object]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message}
+
+
+def test_resource_paths_follow_the_api_layout() -> None:
+    assert PODS.path() == "/api/v1/pods"
+    assert PODS.path("ns") == "/api/v1/namespaces/ns/pods"
+    assert RUNS.path("ns", "r1", "status") == "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs/r1/status"
+    assert LEASES.path("kube-system", "kruntimes-scheduler") == (
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kruntimes-scheduler"
+    )
+
+
+def test_list_follows_continue_pages_and_returns_the_lists_resource_version(stub: Running) -> None:
+    def page(seen: Seen) -> Reply:
+        if seen.query.get("continue") == "page2":
+            return Reply(body={"metadata": {"resourceVersion": "42"}, "items": [{"metadata": {"name": "c"}}]})
+        items = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
+        return Reply(body={"metadata": {"resourceVersion": "41", "continue": "page2"}, "items": items})
+
+    stub.stub.route("GET", "/api/v1/pods", page)
+    result = client_for(stub).list("/api/v1/pods", {"labelSelector": "runtime"}, page_size=2)
+    items, version = result.unwrap()
+    assert [item["metadata"] for item in items] == [{"name": "a"}, {"name": "b"}, {"name": "c"}]
+    assert version == "42"
+    first = stub.stub.seen[0]
+    assert first.query == {"labelSelector": "runtime", "limit": "2"}
+
+
+def test_a_missing_object_is_a_not_found_error_with_the_kubernetes_reason(stub: Running) -> None:
+    result = client_for(stub).get("/api/v1/namespaces/ns/pods/nope")
+    assert isinstance(result, Failure)
+    error = result.failure()
+    assert (error.kind, error.status, error.reason) == ("not_found", 404, "NotFound")
+    assert not error.retriable
+
+
+def test_patch_status_sends_a_merge_patch_to_the_status_subresource(stub: Running) -> None:
+    path = RUNS.path("ns", "r1")
+    stub.stub.route("PATCH", path + "/status", Reply(body={"metadata": {"name": "r1", "resourceVersion": "8"}}))
+    body = json.dumps({"metadata": {"resourceVersion": "7"}, "status": {"phase": "Scheduled"}})
+    result = client_for(stub).patch_status(path, body)
+    assert result.unwrap()["metadata"] == {"name": "r1", "resourceVersion": "8"}
+    seen = stub.stub.seen[0]
+    assert seen.headers["content-type"] == "application/merge-patch+json"
+    assert json.loads(seen.body) == json.loads(body)
+
+
+def test_a_stale_resource_version_is_a_conflict(stub: Running) -> None:
+    path = RUNS.path("ns", "r1")
+    stub.stub.route("PATCH", path + "/status", Reply(409, status(409, "Conflict", "the object has been modified")))
+    error = client_for(stub).patch_status(path, "{}").failure()
+    assert (error.kind, error.reason) == ("conflict", "Conflict")
+    assert "modified" in error.message
+
+
+def test_create_of_an_existing_object_is_already_exists_not_a_conflict(stub: Running) -> None:
+    stub.stub.route("POST", LEASES.path("ns"), Reply(409, status(409, "AlreadyExists")))
+    error = client_for(stub).create(LEASES.path("ns"), {"metadata": {"name": "x"}}).failure()
+    assert error.kind == "already_exists"
+
+
+def test_throttling_carries_retry_after_and_is_retriable(stub: Running) -> None:
+    stub.stub.route("GET", "/api/v1/pods", Reply(429, status(429, "TooManyRequests"), headers=(("Retry-After", "3"),)))
+    error = client_for(stub).get("/api/v1/pods").failure()
+    assert (error.kind, error.retry_after, error.retriable) == ("throttled", 3.0, True)
+
+
+def test_retry_after_seconds_in_the_status_details_count_too() -> None:
+    body = {"reason": "ServerTimeout", "code": 500, "details": {"retryAfterSeconds": 2}}
+    error = error_from_status(500, body)
+    assert (error.kind, error.retry_after) == ("timeout", 2.0)
+
+
+def test_a_bearer_token_from_the_configuration_is_sent(stub: Running) -> None:
+    stub.stub.route("GET", "/api/v1/pods", Reply(body={"items": [], "metadata": {"resourceVersion": "1"}}))
+    client_for(stub, token="s3cret").list("/api/v1/pods")
+    assert stub.stub.seen[0].headers["authorization"] == "Bearer s3cret"
+
+
+def test_an_unreachable_server_is_a_retriable_transport_error() -> None:
+    kube = Kube(Configuration(host="http://127.0.0.1:9"), request_timeout=2)
+    error = kube.get("/api/v1/pods").failure()
+    assert (error.kind, error.status, error.retriable) == ("transport", 0, True)
+    with pytest.raises(KubeError) as raised:
+        list(kube.watch("/api/v1/pods", "1"))
+    assert raised.value.error.kind == "transport"
+
+
+def test_watch_streams_events_split_across_chunks_and_asks_for_bookmarks(stub: Running) -> None:
+    added = {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "5"}}}
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+    deleted = {"type": "DELETED", "object": {"metadata": {"name": "a", "resourceVersion": "10"}}}
+    raw = lines(added, bookmark, deleted)
+    cut1, cut2 = 17, len(raw) - 5
+    stub.stub.route("GET", "/api/v1/pods", Reply(chunks=[raw[:cut1], raw[cut1:cut2], raw[cut2:]]))
+    events = list(client_for(stub).watch("/api/v1/pods", "4", timeout_seconds=60, params={"labelSelector": "runtime"}))
+    assert [(e.type, e.resource_version) for e in events] == [("ADDED", "5"), ("BOOKMARK", "9"), ("DELETED", "10")]
+    query = stub.stub.seen[0].query
+    assert query == {
+        "watch": "true",
+        "resourceVersion": "4",
+        "timeoutSeconds": "60",
+        "allowWatchBookmarks": "true",
+        "labelSelector": "runtime",
+    }
+
+
+def test_an_expired_resource_version_in_the_stream_raises_gone(stub: Running) -> None:
+    error_frame = {"type": "ERROR", "object": status(410, "Expired", "too old resource version")}
+    stub.stub.route("GET", "/api/v1/pods", Reply(chunks=[lines(error_frame)]))
+    with pytest.raises(KubeError) as raised:
+        list(client_for(stub).watch("/api/v1/pods", "1"))
+    assert (raised.value.error.kind, raised.value.error.status, raised.value.error.reason) == ("gone", 410, "Expired")
+
+
+def test_a_watch_refused_at_open_raises_the_servers_error(stub: Running) -> None:
+    stub.stub.route("GET", "/api/v1/pods", Reply(410, status(410, "Gone")))
+    with pytest.raises(KubeError) as raised:
+        list(client_for(stub).watch("/api/v1/pods", "1"))
+    assert raised.value.error.kind == "gone"
+
+
+def test_a_garbled_watch_line_is_a_bad_response() -> None:
+    with pytest.raises(KubeError) as raised:
+        list(parse_watch_stream([b'{"type": "ADDED", "object": {}}\n{not json\n']))
+    assert raised.value.error.kind == "bad_response"
+
+
+def test_a_final_line_without_newline_still_counts() -> None:
+    events = list(parse_watch_stream([b'{"type": "MODIFIED", "object": {"metadata": {"resourceVersion": "3"}}}']))
+    assert [e.resource_version for e in events] == ["3"]
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+KUBECONFIG_TEMPLATE = """
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "{server}"}}
+users:
+- name: u
+  user: {{token: "{token}"}}
+contexts:
+- name: main
+  context: {{cluster: c, user: u}}
+- name: other
+  context: {{cluster: c, user: u, namespace: x}}
+current-context: main
+"""
+
+
+def write_kubeconfig(path: Path, server: str, token: str = "t") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(KUBECONFIG_TEMPLATE.format(server=server, token=token), encoding="utf-8")
+    return path
+
+
+def test_the_kubeconfig_flag_wins_over_the_environment_and_home(tmp_path: Path) -> None:
+    flag = write_kubeconfig(tmp_path / "flag.yaml", "https://flag.example:6443")
+    env = write_kubeconfig(tmp_path / "env.yaml", "https://env.example:6443")
+    write_kubeconfig(tmp_path / "home" / ".kube" / "config", "https://home.example:6443")
+    loaded = load_configuration(str(flag), environ={"KUBECONFIG": str(env)}, home=tmp_path / "home").unwrap()
+    assert (loaded.source, loaded.configuration.host) == ("flag", "https://flag.example:6443")
+
+
+def test_kubeconfig_from_the_environment_wins_over_home(tmp_path: Path) -> None:
+    env = write_kubeconfig(tmp_path / "env.yaml", "https://env.example:6443", token="envtoken")
+    write_kubeconfig(tmp_path / "home" / ".kube" / "config", "https://home.example:6443")
+    loaded = load_configuration(environ={"KUBECONFIG": str(env)}, home=tmp_path / "home").unwrap()
+    assert (loaded.source, loaded.configuration.host) == ("env", "https://env.example:6443")
+    bearer = loaded.configuration.auth_settings().get("BearerToken")
+    assert bearer is not None and bearer["value"] == "Bearer envtoken"
+
+
+def test_home_kubeconfig_is_used_when_nothing_else_is_given(tmp_path: Path) -> None:
+    write_kubeconfig(tmp_path / "home" / ".kube" / "config", "https://home.example:6443")
+    loaded = load_configuration(environ={}, home=tmp_path / "home").unwrap()
+    assert (loaded.source, loaded.configuration.host) == ("home", "https://home.example:6443")
+
+
+def test_a_named_context_is_honoured(tmp_path: Path) -> None:
+    flag = write_kubeconfig(tmp_path / "flag.yaml", "https://flag.example:6443")
+    assert isinstance(load_configuration(str(flag), "other", environ={}, home=tmp_path), Success)
+    missing = load_configuration(str(flag), "no-such-context", environ={}, home=tmp_path)
+    assert isinstance(missing, Failure)
+
+
+def test_no_configuration_anywhere_is_an_explained_error(tmp_path: Path) -> None:
+    result = load_configuration(environ={}, home=tmp_path)
+    assert isinstance(result, Failure)
+    assert "--kubeconfig" in result.failure().message
+
+
+def test_a_broken_kubeconfig_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Config\n", encoding="utf-8")
+    assert isinstance(load_configuration(str(broken), environ={}, home=tmp_path), Failure)
+    assert isinstance(load_configuration(str(tmp_path / "absent.yaml"), environ={}, home=tmp_path), Failure)
+
+
+def test_api_error_prints_kind_status_and_reason() -> None:
+    assert str(ApiError("conflict", 409, "Conflict", "changed")) == "conflict (HTTP 409 Conflict): changed"

@@ -1,0 +1,252 @@
+"""Lease leader election: one leader at a time, take-over after expiry, clean release, on simulated time."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from returns.result import Failure, Result, Success
+
+from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector, LeaseRecord, Sleeper, micro_time
+from tests.effects.fakes import FakeClock, FakeSleeper
+
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/sched/leases/kruntimes-scheduler"
+COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/sched/leases"
+
+
+@dataclass
+class FakeLeases:
+    """An in-memory Lease API with resourceVersion checks, and a switch to make it fail."""
+
+    lease: JSONObject | None = None
+    version: int = 0
+    down: bool = False
+    pinned: JSONObject | None = None
+    """When set, every read returns this copy (to stage two candidates reading one version)."""
+    writes: list[JSONObject] = field(default_factory=list)
+
+    def _unavailable(self) -> Result[JSONObject, ApiError]:
+        return Failure(ApiError("transport", 0, "", "connection refused"))
+
+    def get(self, path: str) -> Result[JSONObject, ApiError]:
+        assert path == LEASE_PATH
+        if self.down:
+            return self._unavailable()
+        if self.pinned is not None:
+            return Success(copy.deepcopy(self.pinned))
+        if self.lease is None:
+            return Failure(ApiError("not_found", 404, "NotFound", "no lease"))
+        return Success(copy.deepcopy(self.lease))
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        assert path == COLLECTION
+        if self.down:
+            return self._unavailable()
+        if self.lease is not None:
+            return Failure(ApiError("already_exists", 409, "AlreadyExists", "exists"))
+        return Success(self._store(dict(body)))
+
+    def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        assert path == LEASE_PATH
+        if self.down:
+            return self._unavailable()
+        assert self.lease is not None
+        metadata = body.get("metadata")
+        assert isinstance(metadata, Mapping)
+        if metadata.get("resourceVersion") != str(self.version):
+            return Failure(ApiError("conflict", 409, "Conflict", "the object has been modified"))
+        return Success(self._store(dict(body)))
+
+    def _store(self, body: JSONObject) -> JSONObject:
+        self.version += 1
+        raw = body.get("metadata")
+        metadata: dict[str, object] = dict(raw) if isinstance(raw, Mapping) else {}
+        metadata["resourceVersion"] = str(self.version)
+        body["metadata"] = metadata
+        self.lease = copy.deepcopy(body)
+        self.writes.append(copy.deepcopy(body))
+        return copy.deepcopy(body)
+
+    def record(self) -> LeaseRecord:
+        assert self.lease is not None
+        return LeaseRecord.of(self.lease)
+
+
+class Wall:
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.origin = datetime(2025, 6, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.origin + timedelta(seconds=self.clock() - 1000.0)
+
+
+@dataclass
+class Candidate:
+    elector: LeaderElector
+    events: list[str]
+
+
+def candidate(leases: FakeLeases, clock: FakeClock, identity: str, sleeper: Sleeper | None = None) -> Candidate:
+    events: list[str] = []
+    config = LeaderElectionConfig(namespace="sched", identity=identity)
+    elector = LeaderElector(
+        leases,
+        config,
+        lambda: events.append("started"),
+        lambda: events.append("stopped"),
+        clock=clock,
+        now=Wall(clock),
+        sleep=sleeper,
+    )
+    return Candidate(elector, events)
+
+
+def test_the_first_candidate_creates_the_lease_and_leads() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = candidate(leases, clock, "a")
+    assert a.elector.try_acquire_or_renew() == "leading"
+    record = leases.record()
+    assert (record.holder, record.lease_duration_seconds, record.transitions) == ("a", 15, 0)
+    assert record.acquire_time == record.renew_time == "2025-06-01T00:00:00.000000Z"
+
+
+def test_a_standby_waits_while_the_leader_renews() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    assert a.elector.try_acquire_or_renew() == "leading"
+    for _ in range(20):
+        assert b.elector.try_acquire_or_renew() == "held_by_other"
+        clock.advance(2)
+        assert a.elector.try_acquire_or_renew() == "leading"
+    assert leases.record().holder == "a"
+    assert b.elector.observed_holder == "a"
+
+
+def test_renewal_moves_renew_time_and_keeps_acquire_time() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = candidate(leases, clock, "a")
+    a.elector.try_acquire_or_renew()
+    clock.advance(2.5)
+    a.elector.try_acquire_or_renew()
+    record = leases.record()
+    assert record.acquire_time == "2025-06-01T00:00:00.000000Z"
+    assert record.renew_time == "2025-06-01T00:00:02.500000Z"
+    assert record.transitions == 0
+
+
+def test_a_standby_takes_over_only_after_the_lease_went_unchanged_for_its_duration() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    a.elector.try_acquire_or_renew()
+    assert b.elector.try_acquire_or_renew() == "held_by_other"  # b first sees the record now
+    clock.advance(14.9)
+    assert b.elector.try_acquire_or_renew() == "held_by_other"
+    clock.advance(0.1)
+    assert b.elector.try_acquire_or_renew() == "leading"
+    record = leases.record()
+    assert (record.holder, record.transitions) == ("b", 1)
+    assert a.elector.try_acquire_or_renew() == "held_by_other"
+
+
+def test_two_candidates_racing_on_a_stale_version_cannot_both_win() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    leases.lease = {"metadata": {"name": "kruntimes-scheduler", "resourceVersion": "0"}, "spec": {}}
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    leases.pinned = copy.deepcopy(leases.lease)  # both read the same version
+    outcomes = {a.elector.try_acquire_or_renew(), b.elector.try_acquire_or_renew()}
+    assert outcomes == {"leading", "held_by_other"}
+
+
+def test_release_clears_the_holder_so_a_standby_takes_over_at_once() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    a.elector.try_acquire_or_renew()
+    assert b.elector.try_acquire_or_renew() == "held_by_other"
+    assert a.elector.release()
+    assert leases.record().holder == ""
+    assert b.elector.try_acquire_or_renew() == "leading"  # no lease duration to wait out
+
+
+def test_release_by_a_non_holder_writes_nothing() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    a.elector.try_acquire_or_renew()
+    b.elector.try_acquire_or_renew()
+    writes = len(leases.writes)
+    assert not b.elector.release()
+    assert len(leases.writes) == writes
+
+
+def test_run_leads_until_stopped_then_releases_and_reports_stopped() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    sleeper = FakeSleeper(clock, stop_after=5)
+    a = candidate(leases, clock, "a", sleeper)
+    assert a.elector.run() == "stopped"
+    assert a.events == ["started", "stopped"]
+    assert leases.record().holder == ""
+    assert sleeper.sleeps == [2.0] * 5
+
+
+def test_run_steps_down_when_it_cannot_renew_within_the_deadline() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    sleeper = FakeSleeper(clock)
+
+    def outage_after_two_renewals(seconds: float) -> bool:
+        if len(sleeper.sleeps) == 2:
+            leases.down = True
+        return sleeper(seconds)
+
+    a = candidate(leases, clock, "a", outage_after_two_renewals)
+    assert a.elector.run() == "lost"
+    assert a.events == ["started", "stopped"]
+    assert not a.elector.is_leader()
+    # two good renewals, then failures until 10 s (the renew deadline) passed since the last one
+    assert sum(sleeper.sleeps[2:]) == pytest.approx(10.0)
+
+
+def test_run_steps_down_at_once_when_another_holder_took_the_lease() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    sleeper = FakeSleeper(clock)
+
+    def usurp(seconds: float) -> bool:
+        if len(sleeper.sleeps) == 1 and leases.lease is not None:
+            leases.version += 1
+            leases.lease = {
+                "metadata": {"name": "kruntimes-scheduler", "resourceVersion": str(leases.version)},
+                "spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 15},
+            }
+        return sleeper(seconds)
+
+    a = candidate(leases, clock, "a", usurp)
+    assert a.elector.run() == "lost"
+    assert a.events == ["started", "stopped"]
+    assert leases.record().holder == "intruder"  # a lost leader does not release someone else's lease
+
+
+def settings(lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0) -> LeaderElectionConfig:
+    return LeaderElectionConfig("sched", "a", lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                retry_period=retry_period)
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        (settings(lease_duration=10.0, renew_deadline=10.0), "lease duration must be longer"),
+        (settings(renew_deadline=2.0, retry_period=2.0), "renew deadline must be longer"),
+        (settings(retry_period=0.0), "retry period must be positive"),
+        (LeaderElectionConfig(namespace="sched", identity=""), "identity must not be empty"),
+    ],
+)
+def test_bad_settings_are_refused_with_a_reason_not_an_exit(config: LeaderElectionConfig, problem: str) -> None:
+    assert any(problem in p for p in config.problems())
+    with pytest.raises(ValueError, match=problem):
+        LeaderElector(FakeLeases(), config, lambda: None, lambda: None)
+
+
+def test_micro_time_always_has_six_fractional_digits() -> None:
+    assert micro_time(datetime(2025, 1, 1, tzinfo=timezone.utc)) == "2025-01-01T00:00:00.000000Z"

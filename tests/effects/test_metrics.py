@@ -1,0 +1,145 @@
+"""SPEC §9 metrics on a private registry, served with health probes on one port."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from kruntimes.effects.metrics import MetricsServer, Probes, SchedulerMetrics, serve
+
+SPEC_METRICS = {
+    "kruntimes_scheduler_sync": ("counter", {("result",)}),
+    "kruntimes_scheduler_sync_duration_seconds": ("histogram", set()),
+    "kruntimes_scheduler_no_pods": ("counter", {()}),
+    "kruntimes_scheduler_run_queue_duration_seconds": ("histogram", set()),
+    "kruntimes_scheduler_filter_rejections": ("counter", {("plugin", "reason")}),
+    "kruntimes_scheduler_reservation_conflicts": ("counter", {("stage",)}),
+    "kruntimes_scheduler_pending_run_wakeups": ("counter", {("source",)}),
+}
+
+
+def scrape_text(metrics: SchedulerMetrics) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(metrics.registry).decode()
+
+
+def test_every_spec_metric_is_exposed_with_its_type_and_labels() -> None:
+    families = {f.name: f for f in text_string_to_metric_families(scrape_text(SchedulerMetrics()))}
+    assert set(families) == set(SPEC_METRICS)
+    for name, (kind, label_sets) in SPEC_METRICS.items():
+        family = families[name]
+        assert family.type == kind
+        if kind == "counter":
+            totals = [s for s in family.samples if s.name.endswith("_total")]
+            assert {tuple(sorted(s.labels)) for s in totals} == label_sets
+
+
+def test_closed_label_values_are_pre_initialised_at_zero() -> None:
+    metrics = SchedulerMetrics()
+    for result in ("scheduled", "no_pods", "selection_error"):
+        assert metrics.value("kruntimes_scheduler_sync_total", {"result": result}) == 0
+    for stage in ("reserve", "bind"):
+        assert metrics.value("kruntimes_scheduler_reservation_conflicts_total", {"stage": stage}) == 0
+    for source in ("runtime_pod", "capacity_released"):
+        assert metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": source}) == 0
+    labels = {"plugin": "RunAffinity", "reason": "UnsatisfiedRunAntiAffinity"}
+    assert metrics.value("kruntimes_scheduler_filter_rejections_total", labels) == 0
+
+
+def test_counts_and_observations_land_on_the_right_series() -> None:
+    metrics = SchedulerMetrics()
+    metrics.count_sync("scheduled")
+    metrics.count_no_pods()
+    metrics.count_conflict("bind")
+    metrics.count_wakeups("capacity_released", 3)
+    metrics.observe_sync_duration(0.002)
+    metrics.observe_queue_duration(12.0)
+    metrics.count_rejections((("RuntimePodAvailability", "RuntimePodUnavailable", 4),))
+    assert metrics.value("kruntimes_scheduler_sync_total", {"result": "scheduled"}) == 1
+    assert metrics.value("kruntimes_scheduler_no_pods_total") == 1
+    assert metrics.value("kruntimes_scheduler_reservation_conflicts_total", {"stage": "bind"}) == 1
+    assert metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"}) == 3
+    assert metrics.value("kruntimes_scheduler_sync_duration_seconds_count") == 1
+    assert metrics.value("kruntimes_scheduler_run_queue_duration_seconds_sum") == 12.0
+    labels = {"plugin": "RuntimePodAvailability", "reason": "RuntimePodUnavailable"}
+    assert metrics.value("kruntimes_scheduler_filter_rejections_total", labels) == 4
+
+
+def test_an_unknown_plugin_or_reason_is_counted_as_other_never_as_a_new_label_value() -> None:
+    metrics = SchedulerMetrics()
+    metrics.count_rejections((("SomeNewPlugin", "runtime-gpu-a", 2), ("RunAffinity", "pod-xyz", 1)))
+    assert metrics.value("kruntimes_scheduler_filter_rejections_total", {"plugin": "other", "reason": "other"}) == 2
+    assert metrics.value("kruntimes_scheduler_filter_rejections_total", {"plugin": "RunAffinity", "reason": "other"}) == 1
+    assert "runtime-gpu-a" not in scrape_text(metrics)
+    assert "pod-xyz" not in scrape_text(metrics)
+
+
+def test_two_instances_do_not_clash_and_leave_the_global_registry_alone() -> None:
+    first, second = SchedulerMetrics(), SchedulerMetrics()
+    first.count_no_pods()
+    assert second.value("kruntimes_scheduler_no_pods_total") == 0
+    assert REGISTRY.get_sample_value("kruntimes_scheduler_no_pods_total") is None
+
+
+class Readiness:
+    def __init__(self) -> None:
+        self.ready = False
+
+    def __call__(self) -> bool:
+        return self.ready
+
+
+@pytest.fixture()
+def served() -> Iterator[tuple[MetricsServer, SchedulerMetrics, Readiness]]:
+    metrics = SchedulerMetrics()
+    readiness = Readiness()
+    server = serve(metrics.registry, Probes(ready=readiness), host="127.0.0.1", port=0)
+    try:
+        yield server, metrics, readiness
+    finally:
+        server.close()
+
+
+def fetch(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_the_port_serves_metrics_health_and_readiness(
+    served: tuple[MetricsServer, SchedulerMetrics, Readiness],
+) -> None:
+    server, metrics, readiness = served
+    metrics.count_sync("no_pods")
+    status, body = fetch(server.url + "/metrics")
+    assert status == 200
+    assert 'kruntimes_scheduler_sync_total{result="no_pods"} 1.0' in body
+    assert fetch(server.url + "/healthz") == (200, "ok\n")
+    assert fetch(server.url + "/readyz")[0] == 503
+    readiness.ready = True
+    assert fetch(server.url + "/readyz") == (200, "ok\n")
+
+
+def test_the_port_exposes_nothing_else(served: tuple[MetricsServer, SchedulerMetrics, Readiness]) -> None:
+    server, _, _ = served
+    for path in ("/", "/debug/pprof", "/metrics/extra", "/healthz/../etc/passwd"):
+        assert fetch(server.url + path)[0] == 404
+
+
+def test_a_probe_that_raises_answers_unavailable() -> None:
+    def broken() -> bool:
+        raise RuntimeError("boom")
+
+    server = serve(SchedulerMetrics().registry, Probes(ready=broken), host="127.0.0.1", port=0)
+    try:
+        assert fetch(server.url + "/readyz")[0] == 503
+    finally:
+        server.close()
