@@ -1,1 +1,111 @@
-"""No I/O, no clock, no randomness: everything that decides a placement lives here."""
+"""No I/O, no clock, no randomness: everything that decides a placement lives here.
+
+This package is the typed library surface of kruntimes. A cycle is:
+
+    state = cluster.from_objects(decoded objects)          # or cluster.apply(state, event)
+    snap = snapshot.take(state, ledger, RunKey(ns, name), now, config)
+    plan = framework.plan_cycle(snap, registry)            # Result[Plan, CycleError]
+
+and everything it touches is an immutable value, so a cycle can be logged
+(``cyclelog``) and replayed bit for bit. See ``docs/architecture.md``.
+"""
+
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
+from kruntimes.pure.cyclelog import CycleRecord, decode_record, encode_record
+from kruntimes.pure.decode import DecodeError, decode_object, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.framework import (
+    DEFAULT_REGISTRY,
+    EMPTY_REGISTRY,
+    ConfigError,
+    FilterPlugin,
+    PodFilter,
+    PodScorer,
+    Registry,
+    ScorePlugin,
+    normalize_to_max,
+    plan_cycle,
+)
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, ReserveConflict, observe, release, reserve, sync
+from kruntimes.pure.model import (
+    DEFAULT_CONFIG,
+    LabelSelector,
+    PodSlot,
+    Requirement,
+    Reservation,
+    Run,
+    RunKey,
+    RuntimePod,
+    SchedulerConfig,
+    Snapshot,
+    Target,
+    Workspace,
+)
+from kruntimes.pure.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, PodScore, Skip, Wait
+from kruntimes.pure.quantity import Amount, format_quantity, parse_quantity
+from kruntimes.pure.snapshot import take
+from kruntimes.pure.status import StatusPatch, applied, patch_body, status_for
+from kruntimes.pure.wakeups import Wakeup, wakeups
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_REGISTRY",
+    "EMPTY_LEDGER",
+    "EMPTY_REGISTRY",
+    "EMPTY_STATE",
+    "Amount",
+    "Bind",
+    "Cancel",
+    "ClusterState",
+    "ConfigError",
+    "CycleError",
+    "CycleRecord",
+    "DecodeError",
+    "Delay",
+    "Event",
+    "Fail",
+    "FilterPlugin",
+    "LabelSelector",
+    "Ledger",
+    "Plan",
+    "PodFilter",
+    "PodScore",
+    "PodScorer",
+    "PodSlot",
+    "Registry",
+    "Requirement",
+    "Reservation",
+    "ReserveConflict",
+    "Run",
+    "RunKey",
+    "RuntimePod",
+    "SchedulerConfig",
+    "ScorePlugin",
+    "Skip",
+    "Snapshot",
+    "StatusPatch",
+    "Target",
+    "Wait",
+    "Wakeup",
+    "Workspace",
+    "applied",
+    "apply",
+    "decode_object",
+    "decode_pod",
+    "decode_record",
+    "decode_run",
+    "decode_workspace",
+    "encode_record",
+    "format_quantity",
+    "from_objects",
+    "normalize_to_max",
+    "observe",
+    "parse_quantity",
+    "patch_body",
+    "plan_cycle",
+    "release",
+    "reserve",
+    "status_for",
+    "sync",
+    "take",
+    "wakeups",
+]
