@@ -1,0 +1,245 @@
+"""Fault injection for chaos tests: off until a test asks.
+
+A rule matches requests by verb, resource, subresource, namespace and name,
+and fires for the next ``count`` matches (or forever) with a seeded
+probability, so a chaos run replays exactly from its seed. Faults are checked
+before a request touches the store: an injected 409/500/429 changes nothing.
+Rules are set from Python (:class:`Faults`) or, for out-of-process clients,
+through the loopback admin endpoint ``POST /_devcluster/faults`` whose JSON
+body is :meth:`Faults.apply_json`'s argument.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal, final
+
+from kruntimes.devcluster import errors
+from kruntimes.devcluster.errors import REASON_CODES, ApiError
+from kruntimes.devcluster.store import Store
+from kruntimes.devcluster.types import Obj
+
+FaultAction = Literal["conflict", "error", "latency", "expire-watch"]
+WRITE_VERBS: Final = frozenset(("create", "update", "patch", "delete", "deletecollection"))
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What a fault rule can match on: the request as the API server's authorizer sees it."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    user_agent: str = ""
+
+
+@final
+@dataclass(slots=True)
+class FaultRule:
+    """Empty match sets mean "any". ``resources`` entries are ``plural`` or ``plural.group``."""
+
+    action: FaultAction
+    verbs: frozenset[str] = frozenset()
+    resources: frozenset[str] = frozenset()
+    subresource: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    remaining: int | None = 1
+    probability: float = 1.0
+    code: int = 500
+    retry_after: int | None = None
+    latency: float = 0.0
+    id: int = 0
+    fired: int = field(default=0)
+
+    def matches(self, info: RequestInfo) -> bool:
+        qualified = f"{info.resource}.{info.group}" if info.group else info.resource
+        return (
+            (not self.verbs or info.verb in self.verbs)
+            and (not self.resources or info.resource in self.resources or qualified in self.resources)
+            and (self.subresource is None or self.subresource == info.subresource)
+            and (self.namespace is None or self.namespace == info.namespace)
+            and (self.name is None or self.name == info.name)
+        )
+
+    def to_json(self) -> Obj:
+        out = asdict(self)
+        out["verbs"], out["resources"] = sorted(self.verbs), sorted(self.resources)
+        return out
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do to one request: wait, then fail with ``error`` or answer a watch with 410."""
+
+    latency: float = 0.0
+    error: ApiError | None = None
+    expire_watch: bool = False
+
+
+_REASONS_BY_CODE: Final = {code: reason for reason, code in REASON_CODES.items() if reason not in ("Expired", "AlreadyExists")}
+
+
+@final
+class Faults:
+    """The active fault rules of one dev cluster. Thread-safe; all randomness from one seeded generator."""
+
+    def __init__(self, store: Store, *, seed: int | None = None) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._random = random.Random(seed)
+        self._ids = itertools.count(1)
+
+    def seed(self, seed: int) -> None:
+        with self._lock:
+            self._random.seed(seed)
+
+    def add(self, rule: FaultRule) -> int:
+        with self._lock:
+            rule.id = next(self._ids)
+            self._rules.append(rule)
+            return rule.id
+
+    def remove(self, rule_id: int) -> None:
+        with self._lock:
+            self._rules = [r for r in self._rules if r.id != rule_id]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def rules(self) -> list[FaultRule]:
+        with self._lock:
+            return list(self._rules)
+
+    # -- conveniences -------------------------------------------------------------------
+
+    def conflict(
+        self,
+        resource: str | None = None,
+        *,
+        subresource: str | None = None,
+        verbs: Iterable[str] = ("update", "patch"),
+        count: int | None = 1,
+        probability: float = 1.0,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> int:
+        """Answer matching writes with 409 Conflict (and change nothing)."""
+        return self.add(FaultRule("conflict", frozenset(verbs), _set(resource), subresource, namespace, name, count, probability))
+
+    def error(
+        self,
+        code: int = 500,
+        resource: str | None = None,
+        *,
+        retry_after: int | None = None,
+        subresource: str | None = None,
+        verbs: Iterable[str] = (),
+        count: int | None = 1,
+        probability: float = 1.0,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> int:
+        """Answer matching requests with ``code`` (500, 503, 429 with ``Retry-After``...)."""
+        if code == 429 and retry_after is None:
+            retry_after = 1
+        return self.add(FaultRule("error", frozenset(verbs), _set(resource), subresource, namespace, name, count, probability, code, retry_after))
+
+    def latency(self, seconds: float, resource: str | None = None, *, verbs: Iterable[str] = (), count: int | None = None, probability: float = 1.0) -> int:
+        """Delay matching requests by ``seconds`` before serving them."""
+        return self.add(FaultRule("latency", frozenset(verbs), _set(resource), None, None, None, count, probability, latency=seconds))
+
+    def expire_next_watch(self, resource: str | None = None, *, count: int = 1) -> int:
+        """The next ``count`` watch requests get an ERROR event with a 410 Expired Status."""
+        return self.add(FaultRule("expire-watch", frozenset(("watch",)), _set(resource), None, None, None, count))
+
+    def drop_watches(self, resource: str | None = None, *, abort: bool = False) -> int:
+        """End every open watch (of ``resource``) now; ``abort`` cuts the connection instead of ending the stream."""
+        wanted = _set(resource)
+        return self._store.close_subscriptions(
+            lambda s: not wanted or any(r.plural in wanted or str(r) in wanted for r in s.resources), abort=abort
+        )
+
+    # -- the hook the HTTP layer calls ----------------------------------------------------
+
+    def check(self, info: RequestInfo) -> Verdict:
+        latency = 0.0
+        with self._lock:
+            if not self._rules:
+                return Verdict()
+            fired: list[FaultRule] = []
+            for rule in self._rules:
+                if rule.action == "conflict" and info.verb not in WRITE_VERBS:
+                    continue
+                if not rule.matches(info):
+                    continue
+                if rule.probability < 1.0 and self._random.random() >= rule.probability:
+                    continue
+                fired.append(rule)
+                rule.fired += 1
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+            self._rules = [r for r in self._rules if r.remaining is None or r.remaining > 0]
+        error: ApiError | None = None
+        expire = False
+        for rule in fired:
+            if rule.action == "latency":
+                latency += rule.latency
+            elif rule.action == "expire-watch":
+                expire = True
+            elif error is None and rule.action == "conflict":
+                error = errors.conflict(info.group, info.resource, info.name or "", "injected conflict (dev-cluster fault)")
+            elif error is None:
+                reason = _REASONS_BY_CODE.get(rule.code, "InternalError")
+                error = ApiError(reason, f"injected {rule.code} (dev-cluster fault)", code=rule.code, retry_after=rule.retry_after)
+        return Verdict(latency, error, expire)
+
+    # -- the admin endpoint ----------------------------------------------------------------
+
+    def apply_json(self, body: Any) -> Obj:
+        """Run one admin command. ``{"action": "conflict"|"error"|"latency"|"expire-watch"|"drop-watches"|"clear"|"remove"|"seed", ...}``.
+
+        Rule fields: ``resource``, ``subresource``, ``verbs``, ``namespace``, ``name``,
+        ``count`` (null = forever), ``probability``, ``code``, ``retryAfter``, ``seconds``, ``abort``, ``id``, ``seed``.
+        """
+        if not isinstance(body, dict) or not isinstance(body.get("action"), str):
+            raise errors.bad_request('expected a JSON object with an "action"')
+        action = body["action"]
+        resource = body.get("resource")
+        count = body.get("count", 1)
+        common: dict[str, Any] = {"namespace": body.get("namespace"), "name": body.get("name"), "count": count, "probability": float(body.get("probability", 1.0))}
+        if action == "conflict":
+            return {"id": self.conflict(resource, subresource=body.get("subresource"), verbs=body.get("verbs") or ("update", "patch"), **common)}
+        if action == "error":
+            return {"id": self.error(int(body.get("code", 500)), resource, retry_after=body.get("retryAfter"), subresource=body.get("subresource"), verbs=body.get("verbs") or (), **common)}
+        if action == "latency":
+            return {"id": self.latency(float(body.get("seconds", 0.1)), resource, verbs=body.get("verbs") or (), count=body.get("count"), probability=common["probability"])}
+        if action == "expire-watch":
+            return {"id": self.expire_next_watch(resource, count=int(count or 1))}
+        if action == "drop-watches":
+            return {"dropped": self.drop_watches(resource, abort=bool(body.get("abort", False)))}
+        if action == "clear":
+            self.clear()
+            return {"cleared": True}
+        if action == "remove":
+            self.remove(int(body.get("id", 0)))
+            return {"removed": body.get("id")}
+        if action == "seed":
+            self.seed(int(body.get("seed", 0)))
+            return {"seeded": body.get("seed")}
+        raise errors.bad_request(f"unknown fault action {action!r}")
+
+
+def _set(resource: str | None) -> frozenset[str]:
+    return frozenset((resource,)) if resource else frozenset()

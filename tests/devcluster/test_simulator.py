@@ -1,0 +1,128 @@
+"""The runtime simulator: Runtimes become Running, Ready, heartbeating Runtime Pods; bound Runs get executed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+
+from kruntimes.devcluster import DevCluster
+from kruntimes.devcluster.simulator import HEARTBEAT, USER_AGENT, set_condition
+
+from .helpers import GROUP, VERSION, Kube, as_obj, wait_until
+
+
+def _pods(kube: Kube, runtime: str) -> list[client.V1Pod]:
+    return list(kube.core.list_namespaced_pod("default", label_selector=f"runtime={runtime}").items)
+
+
+def _running(kube: Kube, runtime: str, count: int) -> list[client.V1Pod] | None:
+    pods = _pods(kube, runtime)
+    ok = len(pods) == count and all(p.status is not None and p.status.phase == "Running" for p in pods)
+    return pods if ok else None
+
+
+def _condition(pod: client.V1Pod, kind: str) -> client.V1PodCondition:
+    assert pod.status is not None and pod.status.conditions is not None
+    return next(c for c in pod.status.conditions if c.type == kind)
+
+
+def _scale(kube: Kube, name: str, replicas: int) -> None:
+    kube.custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "runtimes", name, {"spec": {"replicas": replicas}})
+
+
+def test_a_runtime_gets_its_replicas_as_running_ready_heartbeating_pods_with_capacity(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=3, capacity={"runs": "2", "gpu": "1"})
+    pods = wait_until(lambda: _running(sim_kube, "python", 3), what="3 running pods")
+    assert sorted(p.metadata.name or "" for p in pods if p.metadata) == ["python-0", "python-1", "python-2"]
+    for pod in pods:
+        assert pod.metadata is not None and pod.metadata.annotations is not None
+        assert pod.metadata.annotations["kruntimes.io/capacity.runs"] == "2"
+        assert pod.metadata.annotations["kruntimes.io/capacity.gpu"] == "1"
+        assert _condition(pod, "Ready").status == "True"
+        heartbeat = _condition(pod, HEARTBEAT)
+        assert heartbeat.status == "True" and heartbeat.last_probe_time is not None
+    runtime = as_obj(sim_kube.custom.get_namespaced_custom_object(GROUP, VERSION, "default", "runtimes", "python"))
+    wait_until(lambda: as_obj(sim_kube.custom.get_namespaced_custom_object(GROUP, VERSION, "default", "runtimes", "python")).get("status", {}).get("readyReplicas") == 3, what="runtime status")
+    assert runtime["spec"]["replicas"] == 3
+
+
+def test_heartbeats_advance_while_the_pod_lives(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=1)
+    pod = wait_until(lambda: _running(sim_kube, "python", 1), what="a running pod")[0]
+    first = _condition(pod, HEARTBEAT).last_probe_time
+    assert first is not None
+
+    def advanced() -> bool:
+        later = _condition(sim_kube.core.read_namespaced_pod("python-0", "default"), HEARTBEAT).last_probe_time
+        return later is not None and later > first
+
+    wait_until(advanced, timeout=5, what="the heartbeat to advance")
+
+
+def test_a_paused_heartbeat_stops_advancing(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    assert sim_cluster.simulator is not None
+    sim_cluster.add_runtime("python", replicas=1)
+    wait_until(lambda: _running(sim_kube, "python", 1), what="a running pod")
+    sim_cluster.simulator.pause_heartbeat("default", "python-0")
+    start = sim_cluster.store.resource_version
+    sim_cluster.simulator.reconcile()
+    assert not [r for r in sim_cluster.history(start) if r.name == "python-0" and r.verb == "update"]
+
+
+def test_scaling_a_runtime_adds_and_removes_pods_and_deleting_it_removes_them_all(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=1)
+    wait_until(lambda: _running(sim_kube, "python", 1), what="1 pod")
+    _scale(sim_kube, "python", 3)
+    wait_until(lambda: _running(sim_kube, "python", 3), what="3 pods")
+    _scale(sim_kube, "python", 2)
+    pods = wait_until(lambda: _running(sim_kube, "python", 2), what="2 pods")
+    assert sorted(p.metadata.name or "" for p in pods if p.metadata) == ["python-0", "python-1"]
+    sim_kube.custom.delete_namespaced_custom_object(GROUP, VERSION, "default", "runtimes", "python")
+    wait_until(lambda: _pods(sim_kube, "python") == [], what="the pods to go")
+
+
+def test_a_capacity_change_reaches_the_pods_annotations(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=1, capacity={"runs": "2"})
+    wait_until(lambda: _running(sim_kube, "python", 1), what="a pod")
+    sim_kube.custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "runtimes", "python", {"spec": {"capacity": {"resources": {"runs": "5"}}}})
+
+    def annotated() -> bool:
+        meta = sim_kube.core.read_namespaced_pod("python-0", "default").metadata
+        return meta is not None and (meta.annotations or {}).get("kruntimes.io/capacity.runs") == "5"
+
+    wait_until(annotated, what="the new capacity annotation")
+
+
+def test_a_run_bound_to_a_simulated_pod_runs_and_then_succeeds(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=1)
+    wait_until(lambda: _running(sim_kube, "python", 1), what="a pod")
+    sim_kube.create_run("job")
+    sim_kube.patch_run_status("job", {"phase": "Scheduled", "assignedPod": "python-0"})
+
+    def finished() -> dict[str, Any] | None:
+        run = sim_kube.run("job")
+        return run if run["status"].get("phase") == "Succeeded" else None
+
+    run = wait_until(finished, what="the run to succeed")
+    assert run["status"]["completionTime"]
+    phases = [r.object["status"]["phase"] for r in sim_cluster.history() if r.name == "job" and r.subresource == "status"]
+    assert phases == ["Scheduled", "Running", "Succeeded"]
+    assert {r.user_agent for r in sim_cluster.history() if r.name == "job" and r.object.get("status", {}).get("phase") in ("Running", "Succeeded")} == {USER_AGENT}
+
+
+def test_pods_not_owned_by_a_runtime_are_left_alone(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="mine", labels={"runtime": "python"}), spec=client.V1PodSpec(containers=[client.V1Container(name="c")]))
+    sim_kube.core.create_namespaced_pod("default", pod)
+    sim_cluster.add_runtime("python", replicas=1)
+    wait_until(lambda: len(_pods(sim_kube, "python")) == 2, what="the simulated pod beside the user's")
+    mine = sim_kube.core.read_namespaced_pod("mine", "default")
+    assert mine.status is not None and mine.status.phase == "Pending"
+
+
+def test_set_condition_keeps_the_transition_time_while_the_status_holds() -> None:
+    first = set_condition([], "Ready", "True", "t1")
+    same = set_condition(first, "Ready", "True", "t2", probe=True)
+    flipped = set_condition(same, "Ready", "False", "t3")
+    assert same[0]["lastTransitionTime"] == "t1" and same[0]["lastProbeTime"] == "t2"
+    assert flipped[0]["lastTransitionTime"] == "t3"

@@ -1,0 +1,186 @@
+"""Watch and history semantics, observed over HTTP and through the store's Python API."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+import urllib3
+
+from kruntimes.devcluster import DevCluster
+from kruntimes.devcluster.selectors import Selection, parse_selection
+from kruntimes.devcluster.store import Bookmark, Delivery, Keep, Put, Store, WriteContext
+from kruntimes.devcluster.types import GroupResource, ObjectKey
+
+from .helpers import request_json, wait_until
+
+RUNS = "/apis/kruntimes.io/v1alpha1/namespaces/default/runs"
+
+
+class StreamReader:
+    """Reads a raw watch response line by line on a thread."""
+
+    def __init__(self, http: urllib3.PoolManager, url: str) -> None:
+        self.resp = http.request("GET", url, preload_content=False)
+        self.events: list[dict[str, Any]] = []
+        self.ended = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        buffer = b""
+        try:
+            for chunk in self.resp.stream(None):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                self.events += [json.loads(line) for line in lines if line.strip()]
+        except (urllib3.exceptions.ProtocolError, OSError):
+            pass
+        self.ended.set()
+
+    def wait_for(self, count: int) -> list[dict[str, Any]]:
+        return wait_until(lambda: self.events if len(self.events) >= count else None, what=f"{count} events")
+
+    def close(self) -> None:
+        """Cut the connection from the client side (what a watcher that goes away does)."""
+        self.resp.shutdown()
+        assert self.ended.wait(5)
+
+
+@pytest.fixture
+def http() -> urllib3.PoolManager:
+    return urllib3.PoolManager(retries=False)
+
+
+def _create(http: urllib3.PoolManager, cluster: DevCluster, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name, "labels": labels or {}}, "spec": {"runtime": "python"}}
+    code, obj, _ = request_json(http, "POST", cluster.url + RUNS, body)
+    assert code == 201
+    return obj
+
+
+def test_an_object_leaving_a_watchs_label_selector_arrives_as_deleted_and_returning_as_added(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    created = _create(http, cluster, "r", {"tier": "gold"})
+    stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&labelSelector=tier%3Dgold&resourceVersion={created['metadata']['resourceVersion']}")
+    for tier in ("silver", "gold"):
+        request_json(http, "PATCH", cluster.url + RUNS + "/r", {"metadata": {"labels": {"tier": tier}}}, content_type="application/merge-patch+json")
+    events = stream.wait_for(2)
+    assert [(e["type"], e["object"]["metadata"]["labels"]["tier"]) for e in events] == [("DELETED", "silver"), ("ADDED", "gold")]
+    stream.close()
+    wait_until(lambda: cluster.store.subscription_count == 0, timeout=5, what="the server to notice the watcher left")
+
+
+def test_watches_that_allow_bookmarks_receive_them_with_the_current_resource_version(http: urllib3.PoolManager) -> None:
+    with DevCluster.start(simulator=None, bookmark_interval=0.2) as cluster:
+        created = _create(http, cluster, "r")
+        stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&allowWatchBookmarks=true&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=2")
+        bookmark = wait_until(lambda: next((e for e in stream.events if e["type"] == "BOOKMARK"), None), what="a bookmark")
+        assert bookmark["object"]["kind"] == "Run"
+        assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(created["metadata"]["resourceVersion"])
+        assert stream.ended.wait(5)
+
+
+def test_send_initial_events_ends_the_initial_state_with_an_annotated_bookmark(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    _create(http, cluster, "a")
+    _create(http, cluster, "b")
+    stream = StreamReader(http, cluster.url + RUNS + "?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+    events = stream.wait_for(3)
+    assert [e["type"] for e in events[:3]] == ["ADDED", "ADDED", "BOOKMARK"]
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+def test_a_watch_ends_cleanly_after_its_timeout(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    stream = StreamReader(http, cluster.url + RUNS + "?watch=1&timeoutSeconds=1")
+    assert stream.ended.wait(5)
+    assert stream.events == []
+
+
+def test_a_watch_in_table_form_sends_column_headers_only_with_the_first_event(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    created = _create(http, cluster, "a")
+    accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+    resp = http.request("GET", cluster.url + RUNS + f"?watch=1&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=1", headers=accept, preload_content=False)
+    _create(http, cluster, "b")
+    _create(http, cluster, "c")
+    events = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
+    assert [e["object"]["kind"] for e in events] == ["Table", "Table"]
+    assert events[0]["object"]["columnDefinitions"] and events[1]["object"]["columnDefinitions"] is None
+    assert [e["object"]["rows"][0]["cells"][0] for e in events] == ["b", "c"]
+
+
+def test_write_history_records_every_version_with_verb_subresource_and_user_agent(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    start = cluster.store.resource_version
+    _create(http, cluster, "r")
+    request_json(http, "PATCH", cluster.url + RUNS + "/r/status", {"status": {"phase": "Running"}}, content_type="application/merge-patch+json", headers={"User-Agent": "tester/1"})
+    request_json(http, "DELETE", cluster.url + RUNS + "/r")
+    records = cluster.history(since=start)
+    assert [(r.event_type, r.verb, r.subresource) for r in records] == [("ADDED", "create", ""), ("MODIFIED", "patch", "status"), ("DELETED", "delete", "")]
+    assert records[1].user_agent == "tester/1" and records[1].object["status"] == {"phase": "Running"}
+    assert [r.resource_version for r in records] == sorted(r.resource_version for r in records)
+    _, over_http, _ = request_json(http, "GET", cluster.url + f"/_devcluster/history?since={start}")
+    assert [item["resourceVersion"] for item in over_http["items"]] == [r.resource_version for r in records]
+
+
+RUNS_GR = GroupResource("kruntimes.io", "runs")
+
+
+def _put(store: Store, name: str, labels: dict[str, str]) -> None:
+    obj = {"metadata": {"name": name, "namespace": "default", "labels": labels}}
+    store.transact(RUNS_GR, ObjectKey("default", name), lambda _cur: Put(obj), WriteContext("update"))
+
+
+def test_store_watchers_get_backlog_and_live_events_without_gap_under_concurrent_writes() -> None:
+    store = Store(event_window=100_000)
+    def write(i: int) -> None:
+        for j in range(300):
+            _put(store, f"o{i}", {"n": str(j)})
+
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for w in writers:
+        w.start()
+    subs = [store.subscribe([RUNS_GR], since=0)]
+    subs += [store.subscribe([RUNS_GR], since=store.resource_version // 2) for _ in range(3)]
+    for w in writers:
+        w.join()
+    final = store.resource_version
+    for sub in subs:
+        got = [item.event.resource_version for item in sub.drain() if isinstance(item, Delivery)]
+        assert got == sorted(set(got)) and got[-1] == final
+        assert got == list(range(got[0], final + 1))
+
+
+def test_a_no_op_decision_commits_nothing() -> None:
+    store = Store()
+    _put(store, "a", {})
+    before = store.resource_version
+    store.transact(RUNS_GR, ObjectKey("default", "a"), lambda _cur: Keep(), WriteContext("update"))
+    assert store.resource_version == before and len(store.writes()) == 1
+
+
+def test_a_bookmark_is_never_older_than_an_event_already_queued() -> None:
+    store = Store()
+    sub = store.subscribe([RUNS_GR], since=0)
+    _put(store, "a", {})
+    store.bookmark(sub)
+    items = sub.drain()
+    assert isinstance(items[0], Delivery) and isinstance(items[1], Bookmark)
+    assert items[1].resource_version >= items[0].event.resource_version
+
+
+def test_a_watcher_far_behind_is_cut_off_and_can_resume_from_its_last_version() -> None:
+    store = Store(subscriber_limit=5)
+    sub = store.subscribe([RUNS_GR], since=0)
+    for i in range(10):
+        _put(store, "a", {"n": str(i)})
+    assert sub.closed and sub.overflowed
+    last = max(item.event.resource_version for item in sub.drain() if isinstance(item, Delivery))
+    resumed = store.subscribe([RUNS_GR], since=last)
+    assert len(resumed.drain()) == 10 - last
+
+
+def test_selection_matches_labels_and_fields_together() -> None:
+    selection = parse_selection("tier=gold", "spec.runtime=python", ["spec.runtime"])
+    assert selection.matches({"metadata": {"labels": {"tier": "gold"}}, "spec": {"runtime": "python"}})
+    assert not selection.matches({"metadata": {"labels": {"tier": "gold"}}, "spec": {"runtime": "node"}})
+    assert Selection().matches({})
