@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"kruntimes dev-cluster: a CRD from --crds was refused: {exc.message}", file=sys.stderr)
             return 1
         temporary = args.kubeconfig_out is None
-        path = args.kubeconfig_out or Path(tempfile.gettempdir()) / f"kruntimes-dev-cluster-{cluster.port}.kubeconfig"
+        path = (args.kubeconfig_out or Path(tempfile.gettempdir()) / f"kruntimes-dev-cluster-{cluster.port}.kubeconfig").resolve()
         cluster.write_kubeconfig(path)
         for spec in args.runtimes:
             try:
