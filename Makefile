@@ -14,9 +14,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/kruntimes simulate examples/weighted-scoring.yaml
+	$(BIN)/kruntimes demo
 
-simulate: demo
+simulate: $(STAMP)
+	$(BIN)/kruntimes simulate examples/weighted-scoring.yaml
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

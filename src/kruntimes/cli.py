@@ -26,7 +26,10 @@ class _Command(Protocol):
 _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("simulate", "kruntimes.commands.simulate", "what-if scheduling of a scenario file, offline"),
     ("replay", "kruntimes.commands.replay", "re-plan every record of a cycle log and diff the decisions"),
+    ("scheduler", "kruntimes.commands.scheduler", "run the scheduler against a cluster until SIGTERM (the controller)"),
     ("dev-cluster", "kruntimes.devcluster.command", "a local, in-memory Kubernetes API server for development"),
+    ("explain", "kruntimes.commands.explain", "why a Run is pending: per-pod verdicts and the plan, from a live cluster"),
+    ("demo", "kruntimes.commands.demo", "a local cluster, the scheduler and a sample workload, end to end"),
 )
 
 
@@ -52,6 +55,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, _Command]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["scheduler"]:
+        # A SIGTERM while the subcommands import must still mean "shut down cleanly".
+        from kruntimes.commands.shutdown import catch_early
+
+        catch_early()
     parser, commands = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

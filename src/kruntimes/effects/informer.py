@@ -19,9 +19,10 @@ controller computes wakeups. A callback that raises is logged; the informer goes
 Runtime Pods are watched with the label selector ``runtime`` (the label exists),
 so unrelated pods cost nothing.
 
-Stopping: ``stop()`` ends the loop at the next event, back-off sleep or watch
-end; a watch blocked on a quiet stream is not interrupted (threads are daemons;
-the watch timeout bounds it).
+Stopping: ``stop()`` ends the loop at once: it interrupts the open watch (a
+stream that can be interrupted, ``kube.WatchStream``, shuts its socket down so a
+thread blocked on a quiet watch wakes), and a back-off sleep ends with it.
+``join(timeout)`` waits for the thread.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 from returns.result import Result
 
@@ -63,6 +64,13 @@ RECONNECT_BACKOFF: Final = Backoff(base=0.8, cap=30.0)
 MIN_WATCH_SECONDS: Final = 1.0
 """A watch that ends with no event sooner than this counts as a failure, so a server that
 closes watches at once is retried with back-off rather than in a hot loop."""
+
+
+@runtime_checkable
+class Interruptible(Protocol):
+    """A watch stream another thread can end at once (``kube.WatchStream``)."""
+
+    def interrupt(self) -> None: ...
 
 
 class KubeReader(Protocol):
@@ -153,6 +161,8 @@ class Informer:
         self._synced = threading.Event()
         self._failures = 0
         self._thread: threading.Thread | None = None
+        self._stream_lock = threading.Lock()
+        self._stream: object = None
         self.malformed = 0
         """Objects skipped because they could not be decoded."""
         self.relists = 0
@@ -184,7 +194,20 @@ class Informer:
         return thread
 
     def stop(self) -> None:
-        self._stop.set()
+        """End the loop now: interrupt the open watch, end any back-off sleep."""
+        with self._stream_lock:
+            self._stop.set()
+            stream = self._stream
+        if isinstance(stream, Interruptible):
+            stream.interrupt()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the loop's thread to end; ``True`` when it has (or never started)."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
     def run(self) -> None:
         """The list/watch loop; returns when stopped."""
@@ -249,6 +272,10 @@ class Informer:
                 bookmarks=True,
                 params=self._watched.params,
             )
+            with self._stream_lock:
+                if self._stop.is_set():
+                    return "stopped"
+                self._stream = stream
             for event in stream:
                 events += 1
                 self._failures = 0
@@ -256,11 +283,16 @@ class Informer:
                 if self._stop.is_set():
                     return "stopped"
         except KubeError as problem:
+            if self._stop.is_set():
+                return "stopped"
             if problem.error.kind == "gone":
                 log.info("watch %s: resourceVersion %s expired; relisting", self.kind, self._version)
                 return "gone"
             log.warning("watch %s failed: %s", self.kind, problem.error)
             return problem.error
+        finally:
+            with self._stream_lock:
+                self._stream = None
         if events == 0 and self._clock() - started < MIN_WATCH_SECONDS:
             return ApiError("bad_response", 200, "", "watch ended at once without events")
         return "ended"

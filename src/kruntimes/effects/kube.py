@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias, cast
@@ -328,8 +329,11 @@ def load_configuration(
 class Kube:
     """Raw JSON requests against one API server. Thread-safe (urllib3's pool is)."""
 
-    def __init__(self, configuration: Configuration, *, request_timeout: float = 30.0) -> None:
+    def __init__(
+        self, configuration: Configuration, *, request_timeout: float = 30.0, user_agent: str = USER_AGENT
+    ) -> None:
         self._configuration = configuration
+        self._user_agent = user_agent
         self._api_client = ApiClient(configuration)
         self._pool = self._api_client.rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
@@ -339,13 +343,19 @@ class Kube:
     def host(self) -> str:
         return self._host
 
+    @property
+    def user_agent(self) -> str:
+        """Sent with every request; a scheduler sets ``kruntimes-scheduler/<identity>`` so the API
+        server's audit log (and the dev cluster's write history) tells replicas apart."""
+        return self._user_agent
+
     def close(self) -> None:
         self._pool.clear()
 
     # --- plumbing ---
 
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        headers = {"Accept": JSON_CONTENT, "User-Agent": USER_AGENT}
+        headers = {"Accept": JSON_CONTENT, "User-Agent": self._user_agent}
         if content_type is not None:
             headers["Content-Type"] = content_type
         bearer = self._configuration.auth_settings().get("BearerToken")
@@ -447,12 +457,14 @@ class Kube:
         timeout_seconds: int = 300,
         bookmarks: bool = True,
         params: Mapping[str, str] | None = None,
-    ) -> Iterator[WatchEvent]:
+    ) -> WatchStream:
         """Stream watch events after ``resource_version`` until the server ends the watch.
 
         The server closes the stream after ``timeout_seconds``; the iterator then
         ends normally. Raises ``KubeError`` (kind ``gone`` for an expired
-        resourceVersion) when the watch cannot go on.
+        resourceVersion) when the watch cannot go on. The request is sent on the
+        first ``next()``; ``WatchStream.interrupt()`` (from any thread) ends a
+        watch blocked on a quiet stream at once.
         """
         query = dict(params or {})
         query.update(
@@ -463,19 +475,78 @@ class Kube:
                 "allowWatchBookmarks": "true" if bookmarks else "false",
             }
         )
+        url = self._url(path, query)
+
+        def open_stream() -> urllib3.BaseHTTPResponse:
+            try:
+                return self._pool.request(
+                    "GET",
+                    url,
+                    headers=self._headers(),
+                    # no event for this long past the server's own timeout means the connection is dead
+                    timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30.0),
+                    retries=False,
+                    preload_content=False,
+                )
+            except urllib3.exceptions.HTTPError as problem:
+                raise KubeError(transport_error(problem)) from None
+
+        return WatchStream(open_stream)
+
+
+class WatchStream(Iterator[WatchEvent]):
+    """One watch request's events; ``interrupt()`` may be called from another thread.
+
+    Interrupting shuts the socket down for reading, so a thread blocked waiting
+    for the next event wakes at once and the iteration ends (normally, or with a
+    ``transport`` ``KubeError``); a stream interrupted before it was opened never
+    sends its request. The connection of a stream that did not run to its end is
+    closed rather than returned to the pool half-read.
+    """
+
+    def __init__(self, open_stream: Callable[[], urllib3.BaseHTTPResponse]) -> None:
+        self._open = open_stream
+        self._lock = threading.Lock()
+        self._response: urllib3.BaseHTTPResponse | None = None
+        self._interrupted = False
+        self._events: Iterator[WatchEvent] | None = None
+
+    def __iter__(self) -> WatchStream:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        if self._events is None:
+            self._events = self._run()
+        return next(self._events)
+
+    def is_interrupted(self) -> bool:
+        with self._lock:
+            return self._interrupted
+
+    def interrupt(self) -> None:
+        with self._lock:
+            self._interrupted = True
+            response = self._response
+        if response is None:
+            return
         try:
-            response = self._pool.request(
-                "GET",
-                self._url(path, query),
-                headers=self._headers(),
-                # no event for this long past the server's own timeout means the connection is dead
-                timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30.0),
-                retries=False,
-                preload_content=False,
-            )
-        except urllib3.exceptions.HTTPError as problem:
-            raise KubeError(transport_error(problem)) from None
+            if isinstance(response, urllib3.HTTPResponse):
+                response.shutdown()
+            else:
+                response.close()
+        except (RuntimeError, ValueError, OSError):
+            pass  # already released or closed: nothing left to wake
+
+    def _run(self) -> Iterator[WatchEvent]:
+        if self.is_interrupted():
+            return
+        response = self._open()
+        with self._lock:
+            self._response = response
+        completed = False
         try:
+            if self.is_interrupted():
+                return
             if response.status != 200:
                 data = response.read()
                 try:
@@ -483,8 +554,14 @@ class Kube:
                 except ValueError:
                     parsed = None
                 raise KubeError(error_from_status(response.status, parsed, response.headers.get("Retry-After")))
-            yield from parse_watch_stream(_chunks(response))
+            for event in parse_watch_stream(_chunks(response)):
+                if self.is_interrupted():
+                    return
+                yield event
+            completed = not self.is_interrupted()
         finally:
+            if not completed:
+                response.close()
             response.release_conn()
 
 
@@ -500,6 +577,10 @@ def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         yield data
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None) -> Result[Kube, ConfigError]:
+def connect(
+    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT
+) -> Result[Kube, ConfigError]:
     """Load the configuration as kubectl would and return a client for it."""
-    return load_configuration(kubeconfig, context).map(lambda loaded: Kube(loaded.configuration))
+    return load_configuration(kubeconfig, context).map(
+        lambda loaded: Kube(loaded.configuration, user_agent=user_agent)
+    )

@@ -14,6 +14,7 @@ selector or resource name can ever become a label.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -167,6 +168,12 @@ class Probes:
     """``/healthz``: the process is alive and its threads are running."""
 
 
+Endpoint: TypeAlias = Literal["/metrics", "/healthz", "/readyz"]
+ALL_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics", "/healthz", "/readyz"})
+METRICS_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics"})
+PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/readyz"})
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
@@ -178,7 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _respond(self, send_body: bool) -> None:
         path = self.path.split("?", 1)[0]
-        if path == "/metrics":
+        if path not in self.server.endpoints:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", send_body)
+        elif path == "/metrics":
             encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
             self._send(HTTPStatus.OK, encoder(self.server.registry), content_type, send_body)
         elif path == "/healthz":
@@ -214,9 +223,18 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], registry: CollectorRegistry, probes: Probes) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        registry: CollectorRegistry,
+        probes: Probes,
+        endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
+    ) -> None:
         self.registry = registry
         self.probes = probes
+        self.endpoints: frozenset[str] = frozenset(endpoints)
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
 
 
@@ -235,9 +253,14 @@ class MetricsServer:
         return int(self._server.server_address[1])
 
     @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
+
+    @property
     def url(self) -> str:
-        host = self._server.server_address[0]
-        return f"http://{host!s}:{self.port}"
+        host = self.host
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self.port}"
 
     def close(self) -> None:
         """Stop serving and free the port."""
@@ -246,6 +269,16 @@ class MetricsServer:
         self._thread.join(timeout=10)
 
 
-def serve(registry: CollectorRegistry, probes: Probes, host: str = "0.0.0.0", port: int = 8080) -> MetricsServer:
-    """Start serving on ``host:port`` (``port=0`` picks a free one) and return at once."""
-    return MetricsServer(_Server((host, port), registry, probes))
+def serve(
+    registry: CollectorRegistry,
+    probes: Probes,
+    host: str = "0.0.0.0",
+    port: int = 8080,
+    *,
+    endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
+) -> MetricsServer:
+    """Start serving ``endpoints`` on ``host:port`` (``port=0`` picks a free one) and return at once.
+
+    Raises ``OSError`` when the address cannot be bound (in use, no such interface).
+    """
+    return MetricsServer(_Server((host, port), registry, probes, endpoints))

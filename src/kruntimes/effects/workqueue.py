@@ -145,12 +145,13 @@ class WorkQueue(Generic[K]):
             heapq.heappush(self._waiting, (due, self._seq, key))
             self._cond.notify_all()  # a blocked get() may need to wake earlier now
 
-    def add_rate_limited(self, key: K) -> float:
-        """Queue ``key`` after its back-off and count one more failure; return the delay used."""
+    def add_rate_limited(self, key: K, at_least: float = 0.0) -> float:
+        """Queue ``key`` after its back-off (or ``at_least`` seconds, if longer: a server's
+        ``Retry-After``) and count one more failure; return the delay used."""
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = self._backoff.delay(failures)
+        delay = max(self._backoff.delay(failures), at_least)
         self.add_after(key, delay)
         return delay
 

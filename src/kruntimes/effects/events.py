@@ -1,0 +1,267 @@
+"""Kubernetes Events about Runs (core ``v1``), best-effort and deduplicated.
+
+``Scheduled`` (Normal, ``assigned to runtime pod <pod>``) after a bind;
+``FailedScheduling`` (Warning, the wait message) while a Run waits, but only when
+its message changes or once per ``repeat_interval`` (default 5 minutes) per Run,
+so a Run re-planned every 30 s does not flood its namespace. Terminal decisions
+(``InvalidResources``, ``InvalidAffinity``, ``Cancelled``…) get one event each.
+
+The ``kubernetes`` package's recorder is not used (the client here is raw JSON,
+see ``kube``), so this is client-go's ``EventRecorder`` in small: the first
+occurrence of a (Run, reason, message) series is created (``POST``); a repeat
+patches that Event's ``count`` and ``lastTimestamp`` (merge ``PATCH``), and
+creates a fresh one if the old Event expired (404). Those two verbs are exactly
+what the scheduler's RBAC grants (``deploy/scheduler/rbac.yaml``: create, patch).
+
+Best-effort: callers only enqueue (never block: a full queue drops the event and
+counts it); one background thread does the HTTP. An Event write that fails is
+logged at debug level and dropped; it never fails or slows a cycle. Messages
+are the ones status writes carry, so they never name pods (except the
+``Scheduled`` event's own pod), other Runs or selectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Final, Literal, Protocol, TypeAlias
+
+from returns.result import Result
+
+from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
+from kruntimes.pure import messages
+from kruntimes.pure.model import API_VERSION, Run
+
+log = logging.getLogger(__name__)
+
+EVENTS: Final = ResourceType("", "v1", "events")
+EventType: TypeAlias = Literal["Normal", "Warning"]
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+COMPONENT: Final = "kruntimes-scheduler"
+
+
+class EventApi(Protocol):
+    """What the recorder needs from ``kube.Kube``."""
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]: ...
+
+    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EventSettings:
+    """How the recorder identifies itself and how hard it deduplicates."""
+
+    instance: str = ""
+    """``reportingInstance`` / ``source.host``: the scheduler's identity (which replica said it)."""
+    repeat_interval: float = 300.0
+    """A waiting Run's unchanged ``FailedScheduling`` message is repeated at most this often (5 min):
+    often enough that ``kubectl describe run`` shows it is still waiting, rarely enough that a
+    thousand waiting Runs cost three Event writes a second, not thirty."""
+    queue_size: int = 1000
+    """Events waiting to be written; beyond this they are dropped (best-effort, never blocking)."""
+    max_tracked: int = 10_000
+    """Runs (and Event series) remembered for deduplication; the least recently used are forgotten."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    namespace: str
+    run_name: str
+    run_uid: str
+    run_version: str
+    type: EventType
+    reason: str
+    message: str
+    at: datetime
+
+
+def _time(value: datetime) -> str:
+    """``metav1.Time``: RFC 3339, whole seconds, UTC."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class EventRecorder:
+    """Queue Events about Runs and write them on a background thread."""
+
+    def __init__(
+        self,
+        kube: EventApi,
+        settings: EventSettings = EventSettings(),
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self._kube = kube
+        self._settings = settings
+        self._clock = clock
+        self._now = now
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=settings.queue_size)
+        self._lock = threading.Lock()
+        self._last: OrderedDict[tuple[str, str, str], tuple[str, float]] = OrderedDict()
+        """(namespace, run uid, reason) -> (last message, when) for deduplication (any thread, locked)."""
+        self._series: OrderedDict[tuple[str, str, str, str], tuple[str, int]] = OrderedDict()
+        """(namespace, run uid, reason, message) -> (Event name, count); the writer thread's alone."""
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        self.written = 0
+        self.failed = 0
+
+    # --- what callers use (never blocks) ---
+
+    def scheduled(self, run: Run, pod: str) -> None:
+        """``Scheduled``: the bind succeeded. Clears the Run's waiting state."""
+        with self._lock:
+            self._last.pop((run.namespace, run.uid, REASON_FAILED_SCHEDULING), None)
+        self._enqueue(run, "Normal", REASON_SCHEDULED, messages.assigned_message(pod))
+
+    def failed_scheduling(self, run: Run, message: str) -> bool:
+        """``FailedScheduling`` with the wait message, if it changed or is due again; ``True`` when queued."""
+        return self.deduplicated(run, "Warning", REASON_FAILED_SCHEDULING, message)
+
+    def deduplicated(self, run: Run, type_: EventType, reason: str, message: str) -> bool:
+        """Queue the event unless the same (Run, reason, message) was queued within ``repeat_interval``."""
+        key = (run.namespace, run.uid, reason)
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and last[0] == message and now - last[1] < self._settings.repeat_interval:
+                self._last.move_to_end(key)
+                return False
+            self._last[key] = (message, now)
+            self._last.move_to_end(key)
+            while len(self._last) > self._settings.max_tracked:
+                self._last.popitem(last=False)
+        return self._enqueue(run, type_, reason, message)
+
+    def forget(self, namespace: str, uid: str) -> None:
+        """The Run is gone or finished: drop its deduplication state."""
+        with self._lock:
+            for key in [k for k in self._last if k[0] == namespace and k[1] == uid]:
+                del self._last[key]
+
+    def _enqueue(self, run: Run, type_: EventType, reason: str, message: str) -> bool:
+        item = _Pending(run.namespace, run.name, run.uid, run.resource_version, type_, reason, message, self._now())
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.warning("event queue full; dropping events", extra={"dropped": self.dropped})
+            return False
+        return True
+
+    # --- lifecycle ---
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="event-recorder", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Write what is queued (for at most ``timeout`` seconds), then end the thread."""
+        thread = self._thread
+        if thread is None:
+            return
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            pass
+        thread.join(timeout)
+        self._thread = None
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued event was attempted (tests)."""
+        deadline = self._clock() + timeout
+        while self._clock() < deadline:
+            if self._queue.unfinished_tasks == 0:
+                return True
+            time.sleep(0.01)
+        return self._queue.unfinished_tasks == 0
+
+    # --- the writer thread ---
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._write(item)
+            except Exception:  # a bug here must not end event recording for the process
+                log.exception("writing an event failed")
+            finally:
+                self._queue.task_done()
+
+    def _write(self, item: _Pending) -> None:
+        series_key = (item.namespace, item.run_uid, item.reason, item.message)
+        known = self._series.get(series_key)
+        if known is not None:
+            name, count = known
+            body = '{"count":%d,"lastTimestamp":"%s"}' % (count + 1, _time(item.at))
+            patched = self._kube.patch(EVENTS.path(item.namespace, name), body, MERGE_PATCH)
+            if patched.value_or(None) is not None:
+                self._series[series_key] = (name, count + 1)
+                self._series.move_to_end(series_key)
+                self.written += 1
+                return
+            if patched.failure().kind != "not_found":
+                self._failed(item, patched.failure())
+                return
+            del self._series[series_key]  # the old Event expired: start a new series
+        name = f"{item.run_name[:200]}.{time.time_ns():x}"
+        created = self._kube.create(EVENTS.path(item.namespace), self._body(item, name))
+        if created.value_or(None) is None:
+            self._failed(item, created.failure())
+            return
+        self._series[series_key] = (name, 1)
+        while len(self._series) > self._settings.max_tracked:
+            self._series.popitem(last=False)
+        self.written += 1
+
+    def _failed(self, item: _Pending, error: ApiError) -> None:
+        self.failed += 1
+        log.debug(
+            "event not written",
+            extra={"run": f"{item.namespace}/{item.run_name}", "reason": item.reason, "error": str(error)},
+        )
+
+    def _body(self, item: _Pending, name: str) -> dict[str, object]:
+        stamp = _time(item.at)
+        source: dict[str, object] = {"component": COMPONENT}
+        if self._settings.instance:
+            source["host"] = self._settings.instance
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": item.namespace},
+            "involvedObject": {
+                "apiVersion": API_VERSION,
+                "kind": "Run",
+                "namespace": item.namespace,
+                "name": item.run_name,
+                "uid": item.run_uid,
+                "resourceVersion": item.run_version,
+            },
+            "type": item.type,
+            "reason": item.reason,
+            "message": item.message,
+            "source": source,
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._settings.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }

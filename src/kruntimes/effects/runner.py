@@ -1,0 +1,537 @@
+"""The scheduler process: informers, work queue, N workers, leader election, HTTP probes.
+
+Threads (DESIGN "Process model"):
+
+- one informer per (kind, namespace) — Runs, Runtime Pods (label ``runtime``),
+  PersistentWorkspaces — each event one swap of the ``ClusterState`` atom and one
+  call to ``on_event``, which turns ``pure.wakeups`` into queue adds;
+- a control thread: waits for the caches to sync, then leads at once (no
+  election) or campaigns for the Lease and re-campaigns after losing it;
+- while leading: N workers, each taking one key at a time from this term's
+  ``WorkQueue`` and running ``scheduling.SchedulingCycle`` on it;
+- the event recorder's writer, the metrics and the probe HTTP servers.
+
+Leadership terms: becoming leader resets the ledger to empty (a new leader
+rebuilds usage from persisted assignments only, SPEC §6), creates a fresh
+queue, starts the workers and activates every Pending Run in
+``queueing.initial_order``. Losing the lease stops the workers at once: the
+queue shuts down and ``may_write`` turns false, so a cycle in flight writes
+nothing more. A graceful ``stop()`` instead lets in-flight cycles finish their
+writes *before* the lease is released (releasing first would let the next
+leader plan against a ledger that lacks our in-flight reservation).
+
+Standbys run the informers (warm caches, ready to take over) but no workers,
+and write nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Final
+
+from kruntimes.effects.atom import Atom
+from kruntimes.effects.binder import Binder
+from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter
+from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.informer import Informer, watched_pods, watched_runs, watched_workspaces
+from kruntimes.effects.kube import Kube
+from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
+from kruntimes.effects.metrics import (
+    ALL_ENDPOINTS,
+    METRICS_ENDPOINTS,
+    PROBE_ENDPOINTS,
+    MetricsServer,
+    Probes,
+    SchedulerMetrics,
+    serve,
+)
+from kruntimes.effects.scheduling import BackOff, CycleResult, Forget, RequeueAfter, SchedulingCycle
+from kruntimes.effects.workqueue import WorkQueue
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event
+from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
+from kruntimes.pure.model import Run, RunKey, SchedulerConfig, Workspace
+from kruntimes.pure.queueing import initial_order
+from kruntimes.pure.wakeups import wakeups
+
+log = logging.getLogger(__name__)
+
+DISABLED: Final = "0"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionOptions:
+    """The Lease and its timings (SPEC §10; client-go's defaults)."""
+
+    namespace: str = "default"
+    """Where the Lease lives: the scheduler's own namespace in a cluster."""
+    name: str = DEFAULT_LEASE_NAME
+    lease_duration: float = 15.0
+    """A standby takes over this long after the leader's last renewal (SIGKILL failover time)."""
+    renew_deadline: float = 10.0
+    """The leader stops working when it could not renew for this long (< lease_duration)."""
+    retry_period: float = 2.0
+    """Between acquire/renew attempts."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """Everything ``kruntimes scheduler``'s flags set; the in-process API takes the same value."""
+
+    namespaces: tuple[str, ...] = ()
+    """Watch only these namespaces; empty watches all (one informer per kind then)."""
+    workers: int = 4
+    """Keys processed in parallel: planning is CPU, binding is I/O; the ledger makes N safe."""
+    leader_election: LeaderElectionOptions | None = None
+    """``None``: lead from the start (one replica). Set it whenever more than one replica runs."""
+    identity: str = field(default_factory=default_identity)
+    """Lease holder identity, Event ``reportingInstance`` and User-Agent suffix."""
+    metrics_bind_address: str = ":8080"
+    """``host:port`` for ``/metrics``; ``0`` disables; port 0 picks a free port."""
+    health_probe_bind_address: str = ":8081"
+    """``host:port`` for ``/healthz`` and ``/readyz``; ``0`` disables."""
+    heartbeat_stale_after: timedelta = timedelta(seconds=15)
+    """A Runtime Pod whose heartbeat is older than this is unavailable (SPEC §1)."""
+    cycle_log: Path | None = None
+    """Append every cycle's record here (``kruntimes replay`` re-plans it); ``None``: off."""
+    cycle_log_max_bytes: int = DEFAULT_MAX_BYTES
+    cycle_log_backups: int = DEFAULT_BACKUPS
+    event_repeat_interval: float = 300.0
+    """An unchanged ``FailedScheduling`` Event is repeated at most this often per Run."""
+    watch_timeout: int = 300
+    """Seconds the API server keeps one watch open before the informer re-watches."""
+
+    def problems(self) -> tuple[str, ...]:
+        """Every reason these options cannot work; empty when valid."""
+        found: list[str] = []
+        if self.workers < 1:
+            found.append("--workers must be at least 1")
+        for flag, address in (
+            ("--metrics-bind-address", self.metrics_bind_address),
+            ("--health-probe-bind-address", self.health_probe_bind_address),
+        ):
+            try:
+                parse_bind_address(address)
+            except ValueError as problem:
+                found.append(f"{flag}: {problem}")
+        if self.heartbeat_stale_after <= timedelta(0):
+            found.append("--heartbeat-stale-after must be positive")
+        if self.cycle_log_max_bytes <= 0:
+            found.append("--cycle-log-max-bytes must be positive")
+        if self.cycle_log_backups < 0:
+            found.append("--cycle-log-backups must not be negative")
+        if self.leader_election is not None:
+            election = self.leader_election
+            config = LeaderElectionConfig(
+                namespace=election.namespace,
+                identity=self.identity,
+                name=election.name,
+                lease_duration=election.lease_duration,
+                renew_deadline=election.renew_deadline,
+                retry_period=election.retry_period,
+            )
+            found.extend(f"leader election: {p}" for p in config.problems())
+        for namespace in self.namespaces:
+            if not namespace or "/" in namespace:
+                found.append(f"--namespace {namespace!r} is not a namespace name")
+        return tuple(found)
+
+
+def parse_bind_address(text: str) -> tuple[str, int] | None:
+    """``:8080`` → all interfaces; ``127.0.0.1:0``; ``[::1]:8080``; ``0`` → disabled (``None``)."""
+    text = text.strip()
+    if text == DISABLED:
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"{text!r} is not host:port, :port or 0")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"{text!r}: port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{text!r}: port {port} is out of range")
+    return (host or "0.0.0.0", port)
+
+
+def workspace_wakeups(old: ClusterState, new: ClusterState, event: Event) -> tuple[RunKey, ...]:
+    """Pending Runs that reference a workspace whose placement-relevant fields changed.
+
+    SPEC §8 lists no workspace rule; without one a Run waiting on
+    ``WorkspaceUnavailable``/``WorkspacePlacement`` would wait for the 30 s
+    fallback after its workspace became Bound. The cost is one index lookup of
+    the workspace's (namespace, runtime) Pending Runs and a look at each one's
+    ``spec.workspace``: Runs of other runtimes cannot be placed by any change of
+    this workspace short of its ``spec.runtime`` changing, which covers both runtimes.
+    A purely computational function: it reads the two state values only.
+    """
+    workspace = event.obj
+    if not isinstance(workspace, Workspace):
+        return ()
+    before = old.workspace(workspace.namespace, workspace.name)
+    after = new.workspace(workspace.namespace, workspace.name)
+
+    def view(w: Workspace | None) -> tuple[str, str, str, str] | None:
+        return None if w is None else (w.runtime, w.mode, w.phase, w.bound_pod)
+
+    if view(before) == view(after):
+        return ()
+    runtimes = {w.runtime for w in (before, after) if w is not None}
+    keys: set[RunKey] = set()
+    for runtime in runtimes:
+        for key in new.pending_keys(workspace.namespace, runtime):
+            run = new.run(key)
+            if run is not None and run.workspace is not None and run.workspace.name == workspace.name:
+                keys.add(key)
+    return tuple(sorted(keys))
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Scheduler:
+    """The whole controller in one process; ``start()`` returns at once, ``stop()`` shuts down in order."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        options: SchedulerOptions = SchedulerOptions(),
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        registry: Registry = DEFAULT_REGISTRY,
+    ) -> None:
+        problems = options.problems()
+        if problems:
+            raise ValueError("invalid scheduler options: " + "; ".join(problems))
+        self._kube = kube
+        self._options = options
+        self._clock = clock
+        self._config = SchedulerConfig(heartbeat_stale_after=options.heartbeat_stale_after)
+        self._metrics = SchedulerMetrics()
+        self.state: Atom[ClusterState] = Atom(EMPTY_STATE)
+        self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
+        self._events = EventRecorder(
+            kube, EventSettings(instance=options.identity, repeat_interval=options.event_repeat_interval)
+        )
+        self._cycle_log = (
+            CycleLogWriter(options.cycle_log, max_bytes=options.cycle_log_max_bytes, backups=options.cycle_log_backups)
+            if options.cycle_log is not None
+            else None
+        )
+        self._cycle = SchedulingCycle(
+            self.state,
+            self.ledger,
+            Binder(kube),
+            self._metrics,
+            config=self._config,
+            registry=registry,
+            events=self._events,
+            cycle_log=self._cycle_log,
+            may_write=self._may_write,
+            now=clock,
+        )
+        namespaces: tuple[str | None, ...] = options.namespaces or (None,)
+        self._informers = tuple(
+            Informer(kube, watched(namespace), self.state, self._on_event, watch_timeout=options.watch_timeout)
+            for namespace in dict.fromkeys(namespaces)
+            for watched in (watched_runs, watched_pods, watched_workspaces)
+        )
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._queue: WorkQueue[RunKey] | None = None
+        self._workers: list[threading.Thread] = []
+        self._leading = False
+        self._terms = 0
+        self._elector: LeaderElector | None = None
+        self._control: threading.Thread | None = None
+        self._servers: list[MetricsServer] = []
+        self.metrics_url: str | None = None
+        """``http://host:port`` of ``/metrics`` once started (``None`` when disabled)."""
+        self.health_url: str | None = None
+        """``http://host:port`` of ``/healthz`` and ``/readyz`` once started (``None`` when disabled)."""
+        self.results: Callable[[CycleResult], None] | None = None
+        """A hook called with every cycle's result (tests and the demo); must be quick."""
+
+    # --- public ---
+
+    @property
+    def metrics(self) -> SchedulerMetrics:
+        return self._metrics
+
+    @property
+    def options(self) -> SchedulerOptions:
+        return self._options
+
+    @property
+    def informers(self) -> tuple[Informer, ...]:
+        return self._informers
+
+    @property
+    def events(self) -> EventRecorder:
+        return self._events
+
+    @property
+    def cycle_log(self) -> CycleLogWriter | None:
+        return self._cycle_log
+
+    def is_leader(self) -> bool:
+        return self._leading
+
+    def has_synced(self) -> bool:
+        return all(informer.has_synced() for informer in self._informers)
+
+    def ready(self) -> bool:
+        """``/readyz``: caches synced and, when electing, the current leader is known."""
+        if not self.has_synced() or self._stopping.is_set():
+            return False
+        if self._options.leader_election is None:
+            return True
+        elector = self._elector
+        return self._leading or (elector is not None and (elector.is_leader() or elector.observed_holder != ""))
+
+    def healthy(self) -> bool:
+        """``/healthz``: the informer threads (and, while leading, the workers) are alive."""
+        if self._stopping.is_set():
+            return True  # shutting down on purpose
+        informers_alive = not any(informer.join(0) for informer in self._informers)
+        workers = list(self._workers)
+        return informers_alive and all(worker.is_alive() for worker in workers)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.ready():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if self._stopping.wait(0.02):
+                return False
+        return True
+
+    def wait_leading(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._leading:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if self._stopping.wait(0.02):
+                return False
+        return True
+
+    def start(self) -> None:
+        """Bind the HTTP ports, start informers and the control thread; returns at once.
+
+        Raises ``OSError`` when an address cannot be bound.
+        """
+        self._start_servers()
+        self._events.start()
+        for informer in self._informers:
+            informer.start()
+        self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
+        self._control.start()
+        log.info(
+            "scheduler started",
+            extra={
+                "identity": self._options.identity,
+                "namespaces": ",".join(self._options.namespaces) or "(all)",
+                "workers": self._options.workers,
+                "leader_elect": self._options.leader_election is not None,
+                "metrics": self.metrics_url or "disabled",
+                "health": self.health_url or "disabled",
+                "cycle_log": str(self._options.cycle_log) if self._options.cycle_log else "disabled",
+            },
+        )
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop taking keys, finish in-flight cycles, release the lease, stop everything.
+
+        ``True`` when every worker finished within ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        self._stopping.set()
+        clean = self._stop_leading(graceful=True, timeout=timeout)
+        with self._lock:
+            elector = self._elector
+        if elector is not None:
+            elector.stop()
+        control = self._control
+        if control is not None:
+            control.join(max(0.1, deadline - time.monotonic()))
+        for informer in self._informers:
+            informer.stop()
+        for informer in self._informers:
+            informer.join(max(0.1, deadline - time.monotonic()))
+        self._events.stop(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+        for server in self._servers:
+            server.close()
+        self._servers = []
+        if self._cycle_log is not None:
+            self._cycle_log.close()
+        log.info("scheduler stopped", extra={"clean": clean})
+        return clean
+
+    # --- HTTP ---
+
+    def _start_servers(self) -> None:
+        probes = Probes(ready=self.ready, healthy=self.healthy)
+        metrics = parse_bind_address(self._options.metrics_bind_address)
+        health = parse_bind_address(self._options.health_probe_bind_address)
+        if metrics is not None and metrics == health and metrics[1] != 0:
+            server = serve(self._metrics.registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS)
+            self._servers.append(server)
+            self.metrics_url = self.health_url = server.url
+            return
+        try:
+            if metrics is not None:
+                server = serve(self._metrics.registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS)
+                self._servers.append(server)
+                self.metrics_url = server.url
+            if health is not None:
+                server = serve(self._metrics.registry, probes, health[0], health[1], endpoints=PROBE_ENDPOINTS)
+                self._servers.append(server)
+                self.health_url = server.url
+        except OSError:
+            for server in self._servers:
+                server.close()
+            self._servers = []
+            raise
+
+    # --- leadership ---
+
+    def _control_loop(self) -> None:
+        while not self.has_synced():
+            if self._stopping.wait(0.02):
+                return
+        log.info("caches synced", extra={"runs": sum(1 for _ in self.state.get().runs())})
+        election = self._options.leader_election
+        if election is None:
+            self._start_leading()
+            return
+        config = LeaderElectionConfig(
+            namespace=election.namespace,
+            identity=self._options.identity,
+            name=election.name,
+            lease_duration=election.lease_duration,
+            renew_deadline=election.renew_deadline,
+            retry_period=election.retry_period,
+        )
+        while not self._stopping.is_set():
+            elector = LeaderElector(self._kube, config, self._start_leading, self._lost_leadership)
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self._elector = elector
+            ending = elector.run()
+            if ending == "stopped":
+                return
+            log.warning("leadership lost; campaigning again as a standby", extra={"identity": config.identity})
+
+    def _lost_leadership(self) -> None:
+        election = self._options.leader_election
+        self._stop_leading(graceful=False, timeout=election.renew_deadline if election is not None else 10.0)
+
+    def _start_leading(self) -> None:
+        with self._lock:
+            if self._stopping.is_set() or self._leading:
+                return
+            self.ledger.reset(EMPTY_LEDGER)  # SPEC §6 failover: rebuild from persisted assignments only
+            queue: WorkQueue[RunKey] = WorkQueue()
+            self._terms += 1
+            self._queue = queue
+            self._leading = True
+            workers = [
+                threading.Thread(target=self._work, args=(queue,), name=f"worker-{self._terms}-{i}", daemon=True)
+                for i in range(self._options.workers)
+            ]
+            for worker in workers:
+                worker.start()
+            self._workers = workers  # published once running, so /healthz never sees an unstarted one
+        pending = initial_order(self.state.get().runs())
+        for key in pending:
+            queue.add(key)
+        log.info("leading: workers started", extra={"workers": self._options.workers, "pending": len(pending)})
+
+    def _stop_leading(self, *, graceful: bool, timeout: float) -> bool:
+        """End this term: no more keys; a lost lease also forbids writes at once."""
+        with self._lock:
+            queue, self._queue = self._queue, None
+            workers, self._workers = self._workers, []
+            if not graceful:
+                self._leading = False
+        if queue is not None:
+            queue.shutdown()
+        deadline = time.monotonic() + timeout
+        clean = True
+        for worker in workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+            clean = clean and not worker.is_alive()
+        with self._lock:
+            was_leading = self._leading or queue is not None
+            self._leading = False
+        self.ledger.reset(EMPTY_LEDGER)
+        if was_leading and queue is not None:
+            log.info("workers stopped", extra={"graceful": graceful, "clean": clean})
+        return clean
+
+    def _may_write(self) -> bool:
+        if not self._leading:
+            return False
+        elector = self._elector
+        return elector is None or elector.is_leader()
+
+    # --- the worker loop and the informer callback ---
+
+    def _work(self, queue: WorkQueue[RunKey]) -> None:
+        while True:
+            key = queue.get()
+            if key is None:
+                return
+            try:
+                result = self._cycle.run(key)
+                self._requeue(queue, key, result)
+                hook = self.results
+                if hook is not None:
+                    hook(result)
+            except Exception:  # one bad Run must never kill a worker
+                log.exception("scheduling cycle raised; backing off the key", extra={"run": str(key)})
+                queue.add_rate_limited(key)
+            finally:
+                queue.done(key)
+
+    @staticmethod
+    def _requeue(queue: WorkQueue[RunKey], key: RunKey, result: CycleResult) -> None:
+        after = result.next
+        if isinstance(after, Forget):
+            queue.forget(key)
+        elif isinstance(after, RequeueAfter):
+            queue.forget(key)
+            queue.add_after(key, after.seconds)
+        elif isinstance(after, BackOff):
+            queue.add_rate_limited(key, after.at_least)
+
+    def _on_event(self, old: ClusterState, new: ClusterState, event: Event) -> None:
+        obj = event.obj
+        if isinstance(obj, Run):
+            # The informer's observation hands a reservation off to actual usage (SPEC §6) now,
+            # rather than at the namespace's next cycle; a deleted Run frees its reservation.
+            if event.type == "DELETED":
+                self._events.forget(obj.namespace, obj.uid)
+                self.ledger.swap(lambda ledger: release(ledger, obj.namespace, obj.uid))
+            else:
+                self.ledger.swap(lambda ledger: observe(ledger, obj))
+        queue = self._queue
+        if queue is None:  # not leading, or caches not synced yet: activation happens on leading
+            return
+        for wakeup in wakeups(old, new, event, self._clock(), self._config):
+            if wakeup.source is not None:
+                self._metrics.count_wakeups(wakeup.source, len(wakeup.keys))
+            for key in wakeup.keys:
+                queue.add(key)
+        for key in workspace_wakeups(old, new, event):
+            queue.add(key)

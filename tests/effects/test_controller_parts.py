@@ -1,0 +1,191 @@
+"""The controller's small parts, without a server: logs, the event recorder, flags, options, wakeup routing."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+import pytest
+from returns.result import Failure, Result, Success
+
+from kruntimes.cli import main as cli_main
+from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject
+from kruntimes.effects.logs import JsonFormatter, TextFormatter, resolve_format
+from kruntimes.effects.runner import SchedulerOptions, parse_bind_address, workspace_wakeups
+from kruntimes.pure.cluster import Event, apply, from_objects
+from kruntimes.pure.decode import decode_run, decode_workspace
+from kruntimes.pure.model import Run, RunKey, Workspace
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def _record(**extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("kruntimes.x", logging.INFO, __file__, 1, "bound run", None, None)
+    for key, value in extra.items():
+        setattr(record, key, value)
+    return record
+
+
+def test_json_logs_are_one_object_per_line_with_the_extra_fields() -> None:
+    line = JsonFormatter().format(_record(run=RunKey("ns", "r"), pod="p-0"))
+    body = json.loads(line)
+    assert (body["level"], body["logger"], body["msg"], body["run"], body["pod"]) == (
+        "info",
+        "kruntimes.x",
+        "bound run",
+        "ns/r",
+        "p-0",
+    )
+    assert body["time"].endswith("Z")
+
+
+def test_text_logs_read_as_a_sentence_with_key_values() -> None:
+    line = TextFormatter().format(_record(run="ns/r", wait_message="two words"))
+    assert line.endswith('INFO  kruntimes.x: bound run run=ns/r wait_message="two words"')
+
+
+def test_auto_format_is_json_unless_the_stream_is_a_terminal() -> None:
+    assert resolve_format("auto", io.StringIO()) == "json"
+    assert resolve_format("text", io.StringIO()) == "text"
+
+
+@dataclass
+class FakeEvents:
+    created: list[Mapping[str, object]] = field(default_factory=list)
+    patched: list[tuple[str, str]] = field(default_factory=list)
+    expire_next_patch: bool = False
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        self.created.append(body)
+        return Success(dict(body))
+
+    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
+        if self.expire_next_patch:
+            self.expire_next_patch = False
+            return Failure(ApiError("not_found", 404, "NotFound", "gone"))
+        self.patched.append((path, body if isinstance(body, str) else body.decode()))
+        return Success({})
+
+
+def _run(name: str = "r") -> Run:
+    return decode_run(
+        {
+            "apiVersion": "kruntimes.io/v1alpha1",
+            "kind": "Run",
+            "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"runtime": "py", "workspace": {"name": "ws"}},
+        }
+    ).unwrap()
+
+
+def test_a_waiting_run_gets_one_failed_scheduling_event_until_its_message_changes_or_time_passes() -> None:
+    clock = [0.0]
+    kube = FakeEvents()
+    recorder = EventRecorder(kube, EventSettings(instance="me", repeat_interval=300), clock=lambda: clock[0])
+    run = _run()
+    recorder.start()
+    try:
+        assert recorder.failed_scheduling(run, "waiting A")
+        assert not recorder.failed_scheduling(run, "waiting A")
+        assert recorder.failed_scheduling(run, "waiting B")
+        clock[0] = 301.0
+        assert recorder.failed_scheduling(run, "waiting B")
+        assert recorder.flush(5)
+    finally:
+        recorder.stop()
+    assert [c["message"] for c in kube.created] == ["waiting A", "waiting B"]
+    assert [c["reason"] for c in kube.created] == ["FailedScheduling"] * 2
+    assert kube.created[0]["involvedObject"] == {
+        "apiVersion": "kruntimes.io/v1alpha1",
+        "kind": "Run",
+        "namespace": "ns",
+        "name": "r",
+        "uid": "uid-r",
+        "resourceVersion": "1",
+    }
+    [(path, body)] = kube.patched  # the repeat of "waiting B" bumps the count of its Event
+    assert json.loads(body)["count"] == 2 and path.startswith("/api/v1/namespaces/ns/events/r.")
+
+
+def test_a_repeat_of_an_expired_event_creates_a_new_one() -> None:
+    clock = [0.0]
+    kube = FakeEvents(expire_next_patch=True)
+    recorder = EventRecorder(kube, EventSettings(repeat_interval=1), clock=lambda: clock[0])
+    recorder.start()
+    try:
+        recorder.failed_scheduling(_run(), "m")
+        assert recorder.flush(5)
+        clock[0] = 2.0
+        recorder.failed_scheduling(_run(), "m")
+        assert recorder.flush(5)
+    finally:
+        recorder.stop()
+    assert len(kube.created) == 2 and kube.patched == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(":8080", ("0.0.0.0", 8080)), ("127.0.0.1:0", ("127.0.0.1", 0)), ("[::1]:9", ("::1", 9)), ("0", None)],
+)
+def test_bind_addresses_parse_like_controller_runtime(text: str, expected: tuple[str, int] | None) -> None:
+    assert parse_bind_address(text) == expected
+
+
+@pytest.mark.parametrize("text", ["8080", "host:http", ":70000"])
+def test_bad_bind_addresses_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_bind_address(text)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--workers", "0"],
+        ["--heartbeat-stale-after", "soon"],
+        ["--metrics-bind-address", "8080"],
+        ["--log-format", "xml"],
+        ["--leader-elect", "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "10s"],
+        ["--kubeconfig", "/nonexistent/kubeconfig"],
+    ],
+)
+def test_bad_flags_exit_2_with_a_message_and_no_traceback(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = cli_main(["scheduler", *argv])
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "kruntimes scheduler: " in err and "Traceback" not in err
+
+
+def test_options_name_every_problem() -> None:
+    problems = replace(SchedulerOptions(), workers=0, cycle_log_backups=-1).problems()
+    assert any("--workers" in p for p in problems) and any("backups" in p for p in problems)
+
+
+def _workspace(phase: str, pod: str = "") -> Workspace:
+    return decode_workspace(
+        {
+            "apiVersion": "kruntimes.io/v1alpha1",
+            "kind": "PersistentWorkspace",
+            "metadata": {"name": "ws", "namespace": "ns", "uid": "w", "resourceVersion": "2"},
+            "spec": {"runtime": "py", "mode": "RuntimePodLocal"},
+            "status": {"phase": phase, "boundPod": pod},
+        }
+    ).unwrap()
+
+
+def test_a_workspace_becoming_bound_wakes_the_pending_runs_that_reference_it() -> None:
+    referencing = _run("uses-ws")
+    other = replace(_run("other"), workspace=None)
+    old = from_objects([referencing, other, _workspace("Lost")])
+    event = Event("MODIFIED", _workspace("Bound", "p-1"))
+    new = apply(old, event)
+    assert workspace_wakeups(old, new, event) == (RunKey("ns", "uses-ws"),)
+    same = Event("MODIFIED", _workspace("Bound", "p-1"))
+    assert workspace_wakeups(new, apply(new, same), same) == ()

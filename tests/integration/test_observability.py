@@ -1,0 +1,118 @@
+"""Metrics (SPEC §9), probes, and the cycle log that `kruntimes replay` re-plans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kruntimes.cli import main as cli_main
+from kruntimes.devcluster import DevCluster
+from kruntimes.effects.cyclelog_writer import CycleLogWriter
+from kruntimes.effects.kube import Kube
+
+from .conftest import SchedulerFactory
+from .helpers import ready_pods, assigned, create_run, http_get, wait_until, waiting
+
+COUNTERS = {
+    "kruntimes_scheduler_sync_total": {"result": {"scheduled", "no_pods", "selection_error"}},
+    "kruntimes_scheduler_no_pods_total": {},
+    "kruntimes_scheduler_filter_rejections_total": {
+        "plugin": {"RuntimePodAvailability", "RunAffinity", "WorkspacePlacement", "other"},
+        "reason": {
+            "RuntimePodUnavailable",
+            "UnsatisfiedRunAffinity",
+            "UnsatisfiedRunAntiAffinity",
+            "WorkspacePlacement",
+            "WorkspaceUnavailable",
+            "other",
+        },
+    },
+    "kruntimes_scheduler_reservation_conflicts_total": {"stage": {"reserve", "bind"}},
+    "kruntimes_scheduler_pending_run_wakeups_total": {"source": {"runtime_pod", "capacity_released"}},
+}
+HISTOGRAMS = ("kruntimes_scheduler_sync_duration_seconds", "kruntimes_scheduler_run_queue_duration_seconds")
+
+
+def _pods(kube: Kube) -> int:
+    return ready_pods(kube)
+
+
+def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
+    wait_until(lambda: _pods(kube) == 1, what="pod")
+    sched = scheduler()
+    create_run(kube, "m-1")
+    wait_until(lambda: assigned(kube, "m-1"), what="bind")
+    create_run(kube, "m-2", labels={"team": "secret-team"})
+    wait_until(lambda: waiting(kube, "m-2"), what="wait")
+    assert sched.metrics_url is not None and sched.health_url is not None
+    status, text = http_get(f"{sched.metrics_url}/metrics")
+    assert status == 200
+    seen: set[str] = set()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in COUNTERS:
+                base, allowed = sample.name, COUNTERS[sample.name]
+            else:
+                base = next((h for h in HISTOGRAMS if sample.name in (f"{h}_bucket", f"{h}_count", f"{h}_sum")), "")
+                assert base, f"unexpected series {sample.name}"
+                allowed = {}
+            seen.add(base)
+            labels = {k: v for k, v in sample.labels.items() if k != "le"}
+            assert set(labels) == set(allowed), (sample.name, labels)
+            for key, value in labels.items():
+                assert value in allowed[key], (sample.name, key, value)
+    assert seen == set(COUNTERS) | set(HISTOGRAMS)
+    for forbidden in ("python", "m-1", "m-2", "secret-team", "default"):
+        assert forbidden not in text.replace("# HELP", "")
+    assert sched.metrics.value("kruntimes_scheduler_sync_total", {"result": "scheduled"}) == 1
+
+
+def test_probes_answer_on_their_own_port(cluster: DevCluster, scheduler: SchedulerFactory) -> None:
+    sched = scheduler()
+    assert sched.metrics_url is not None and sched.health_url is not None
+    assert http_get(f"{sched.health_url}/healthz") == (200, "ok\n")
+    assert http_get(f"{sched.health_url}/readyz") == (200, "ok\n")
+    assert http_get(f"{sched.health_url}/metrics")[0] == 404
+    assert http_get(f"{sched.metrics_url}/healthz")[0] == 404
+
+
+def test_the_cycle_log_of_a_run_replays_with_every_record_identical(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory, tmp_path: Path
+) -> None:
+    cluster.add_runtime("python", replicas=2, capacity={"runs": "2"})
+    wait_until(lambda: _pods(kube) == 2, what="pods")
+    log = tmp_path / "decisions.jsonl"
+    sched = scheduler(cycle_log=log)
+    affinity = {"runAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "runAffinityTerm": {"labelSelector": {"matchLabels": {"g": "1"}}, "topologyKey": "kruntimes.io/runtime-pod"}}
+    ]}}
+    for i in range(6):
+        create_run(kube, f"c-{i}", labels={"g": "1"}, affinity=affinity)
+    wait_until(lambda: sum(1 for i in range(6) if assigned(kube, f"c-{i}")) == 4, what="four bound")
+    wait_until(lambda: all(assigned(kube, f"c-{i}") or waiting(kube, f"c-{i}") for i in range(6)), what="decided")
+    writer = sched.cycle_log
+    assert writer is not None and writer.written >= 6
+    assert cli_main(["replay", str(log)]) == 0
+
+
+def test_the_cycle_log_rotates_and_every_file_replays(tmp_path: Path) -> None:
+    path = tmp_path / "cycles.jsonl"
+    line = '{"x": "' + "y" * 90 + '"}\n'  # 100 bytes
+    writer = CycleLogWriter(path, max_bytes=350, backups=2)
+    for _ in range(10):
+        writer.write_line(line)
+    writer.close()
+    files = writer.files()
+    assert [f.name for f in files] == ["cycles.jsonl.2", "cycles.jsonl.1", "cycles.jsonl"]
+    assert all(f.stat().st_size <= 350 for f in files)
+    assert sum(len(f.read_text().splitlines()) for f in files) == 7  # 10 written, the oldest 3 rotated away
+    truncating = CycleLogWriter(tmp_path / "only.jsonl", max_bytes=250, backups=0)
+    for _ in range(5):
+        truncating.write_line(line)
+    truncating.close()
+    assert truncating.files() == (tmp_path / "only.jsonl",)
+    assert (tmp_path / "only.jsonl").stat().st_size == 100

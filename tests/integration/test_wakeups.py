@@ -1,0 +1,145 @@
+"""Wakeups are event-driven (SPEC §8): freed capacity and a new ready pod bind a waiting Run
+within a second, not at the 30 s fallback; a heartbeat that changes nothing wakes nothing."""
+
+from __future__ import annotations
+
+import json
+
+from kruntimes.devcluster import DevCluster
+from kruntimes.effects.kube import Kube
+
+from .conftest import SchedulerFactory
+from .helpers import (
+    ready_pods,
+    assigned,
+    at,
+    set_workspace_status,
+    create_run,
+    make_workspace,
+    run_writes,
+    set_run_phase,
+    wait_until,
+    waiting,
+)
+
+RUNTIMES = "/apis/kruntimes.io/v1alpha1/namespaces/default/runtimes"
+
+
+def _bind_time(cluster: DevCluster, run: str) -> float:
+    for write in run_writes(cluster):
+        if write.name == run and at(write.object, "status", "phase") == "Scheduled":
+            return float(write.time)
+    raise AssertionError(f"{run} was never bound")
+
+
+def _pods(kube: Kube) -> int:
+    return ready_pods(kube)
+
+
+def test_a_run_waiting_for_capacity_is_bound_within_a_second_of_its_release(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
+    wait_until(lambda: _pods(kube) == 1, what="pod")
+    sched = scheduler()
+    create_run(kube, "holder")
+    wait_until(lambda: assigned(kube, "holder"), what="holder bound")
+    create_run(kube, "waiter")
+    wait_until(lambda: waiting(kube, "waiter"), what="waiter waits")
+    before = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"})
+    finished = set_run_phase(kube, "holder", "Succeeded")
+    released_at = next(
+        float(w.time) for w in run_writes(cluster)
+        if w.name == "holder" and at(w.object, "metadata", "resourceVersion") == at(finished, "metadata", "resourceVersion")
+    )
+    assert wait_until(lambda: assigned(kube, "waiter"), timeout=5, what="waiter bound") == "python-0"
+    assert _bind_time(cluster, "waiter") - released_at < 1.0
+    after = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"})
+    assert before is not None and after is not None and after >= before + 1
+
+
+def test_a_run_waiting_for_capacity_is_bound_within_a_second_of_a_new_ready_pod(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
+    wait_until(lambda: _pods(kube) == 1, what="pod")
+    sched = scheduler()
+    create_run(kube, "first")
+    wait_until(lambda: assigned(kube, "first"), what="first bound")
+    create_run(kube, "second")
+    wait_until(lambda: waiting(kube, "second"), what="second waits")
+    kube.patch(f"{RUNTIMES}/python", json.dumps({"spec": {"replicas": 2}})).unwrap()
+    assert wait_until(lambda: assigned(kube, "second"), timeout=5, what="second bound") == "python-1"
+    ready_at = min(
+        float(w.time) for w in cluster.history()
+        if w.resource.plural == "pods" and w.name == "python-1" and at(w.object, "status", "phase") == "Running"
+    )
+    assert _bind_time(cluster, "second") - ready_at < 1.0
+    woken = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "runtime_pod"})
+    assert woken is not None and woken >= 1
+
+
+def test_heartbeats_that_change_nothing_wake_nothing(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    cluster.add_runtime("python", replicas=2, capacity={"runs": "1"})
+    wait_until(lambda: _pods(kube) == 2, what="pods")
+    sched = scheduler()
+    for name in ("a", "b"):
+        create_run(kube, name)
+    for name in ("a", "b"):
+        wait_until(lambda: assigned(kube, name), what=f"{name} bound")
+    create_run(kube, "c")
+    wait_until(lambda: waiting(kube, "c"), what="c waits")
+
+    def wakeups() -> tuple[float | None, float | None]:
+        return (
+            sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "runtime_pod"}),
+            sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"}),
+        )
+
+    # c's own Pending write wakes it once more (a no-op cycle); let that settle before the mark
+    wait_until(
+        lambda: (sched.metrics.value("kruntimes_scheduler_sync_total", {"result": "no_pods"}) or 0) >= 2,
+        what="c's second, no-op cycle",
+    )
+    mark = cluster.store.resource_version
+    seen = sched.state.get().pod("default", "python-0")
+    assert seen is not None and seen.heartbeat_at is not None
+    first_beat = seen.heartbeat_at
+    counted = wakeups()
+    cycled: list[str] = []
+    sched.results = lambda result: cycled.append(str(result.key))
+
+    def heartbeats() -> int:
+        return sum(1 for w in cluster.history(mark) if w.resource.plural == "pods" and w.subresource == "status")
+
+    wait_until(lambda: heartbeats() >= 4, timeout=6, what="two rounds of heartbeats")
+
+    def observed_beat() -> bool:
+        pod = sched.state.get().pod("default", "python-0")
+        return pod is not None and pod.heartbeat_at is not None and pod.heartbeat_at > first_beat
+
+    wait_until(observed_beat, what="the informer to see a newer heartbeat")
+    assert wakeups() == counted
+    assert "default/c" not in cycled  # the waiting Run was not re-planned for a heartbeat
+
+
+def test_a_run_waiting_for_its_workspace_is_bound_when_the_workspace_is_bound(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    cluster.add_runtime("python", replicas=2, capacity={"runs": "2"})
+    wait_until(lambda: _pods(kube) == 2, what="pods")
+    make_workspace(kube, "scratch", "python")
+    set_workspace_status(kube, "scratch", "Lost")  # unavailable: the Run must wait
+    scheduler()
+    create_run(kube, "needs-ws", workspace="scratch")
+    run = wait_until(lambda: waiting(kube, "needs-ws"), what="run waits for its workspace")
+    assert at(run, "status", "message") == 'waiting for workspace "scratch" placement for runtime "python"'
+    bound = set_workspace_status(kube, "scratch", "Bound", "python-1")
+    bound_at = next(
+        float(w.time) for w in cluster.history()
+        if w.name == "scratch" and at(w.object, "metadata", "resourceVersion") == at(bound, "metadata", "resourceVersion")
+    )
+    assert wait_until(lambda: assigned(kube, "needs-ws"), timeout=5, what="bind") == "python-1"
+    assert _bind_time(cluster, "needs-ws") - bound_at < 1.0
