@@ -177,9 +177,8 @@ def test_namespaced_example_grants_only_the_listed_namespaces() -> None:
         assert rbac.permissions(g for g in grants if g.namespace == namespace) == SCHEDULER_PERMISSIONS
     assert {g for g in grants if g.namespace == NAMESPACE} == LEASE_GRANTS
     args = container(objects)["args"]
-    flag = [a for a in args if a.startswith("--watch-namespaces=")]
-    assert flag == ["--watch-namespaces=team-a,team-b"]
-    assert set(flag[0].split("=", 1)[1].split(",")) == {"team-a", "team-b"}, "flag and RoleBindings list the same namespaces"
+    flags = [a for a in args if a.startswith("--namespace=")]
+    assert {f.split("=", 1)[1] for f in flags} == {"team-a", "team-b"}, "flags and RoleBindings list the same namespaces"
 
 
 def test_servicemonitor_component(tmp_path: Path) -> None:
@@ -198,3 +197,19 @@ def test_scheduler_only_kustomization_has_no_crds() -> None:
     objects = render(DEPLOY / "scheduler")
     assert not by_kind(objects, "CustomResourceDefinition")
     assert only(objects, "Deployment")["metadata"]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize("where", ["base", "namespaced-example"])
+def test_container_args_are_flags_the_scheduler_accepts(rendered: list[Obj], where: str) -> None:
+    """The image runs `kruntimes scheduler <args>`: every arg must parse, and mean what it says."""
+    from kruntimes.cli import build_parser
+
+    objects = rendered if where == "base" else render(DEPLOY / "overlays" / "namespaced-example")
+    args = container(objects)["args"]
+    parser, _ = build_parser()
+    parsed = parser.parse_args(["scheduler", *args])
+    assert parsed.leader_elect is True
+    assert parsed.metrics_bind_address.endswith(":8080")
+    assert parsed.health_probe_bind_address.endswith(":8081")
+    expected = () if where == "base" else ("team-a", "team-b")
+    assert tuple(parsed.namespaces or ()) == expected
