@@ -6,7 +6,10 @@ own namespace and runtime, never for the size of the cluster (DESIGN "Incrementa
 state"). Indexes kept here:
 
 - runs by ``RunKey``; run keys by ``(namespace, uid)``;
-- Runtime Pods by ``(namespace, name)`` and by ``(namespace, runtime)``
+- Runtime Pods by ``(namespace, name)``, and by ``(namespace, runtime)`` as the
+  candidate *pod slots* (pod + actual usage) sorted by name, in chunks of at
+  most 64, so that a snapshot gets them as one tuple without looking usage up
+  per pod, and a heartbeat or a usage change rewrites one chunk, not the group
   (a pod without a ``runtime`` label is not stored);
 - workspaces by ``(namespace, name)``;
 - Pending run keys by ``(namespace, spec.runtime)`` (for wakeups, SPEC §8);
@@ -17,22 +20,30 @@ state"). Indexes kept here:
   so that ``matching_targets`` starts from the most selective positive
   requirement of a selector.
 
-This is a purely computational module with no side effects; the effect layer
-holds the current value in an atom and swaps in ``apply``'s result.
+Every map is a :class:`~kruntimes.pure._pdict.PDict` (a hash trie of small
+dicts, path-copied on update): dict-speed lookups and iteration, and an update
+allocates only small objects, so the cyclic collector never walks a big index
+per event (docs/performance.md). This is a purely computational module with no
+side effects; the effect layer holds the current value in an atom and swaps in
+``apply``'s result.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
+from itertools import accumulate, chain
+from operator import attrgetter
+from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar
 
-from pyrsistent import pmap, pset
-from pyrsistent.typing import PMap, PSet
-
+from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in
 from kruntimes.pure.model import (
     EMPTY_RESOURCES,
     LabelSelector,
+    PodSlot,
+    Requirement,
     Resources,
     Run,
     RunKey,
@@ -53,7 +64,10 @@ _LabelKey: TypeAlias = tuple[str, str, str]
 """``(namespace, label key, label value)``."""
 _K = TypeVar("_K")
 _V = TypeVar("_V")
+_N = TypeVar("_N")
 _ResourceOp: TypeAlias = Callable[[Resources, Resources], Resources]
+
+_by_target_order: Final = attrgetter("pod", "run_uid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +78,131 @@ class Event:
     obj: Object
 
 
+# --- the candidate slots of one (namespace, runtime) ------------------------------------
+
+_CHUNK: Final = 64
+"""Most slots per chunk: a slot update copies one chunk and the chunk tuple."""
+
+
+class _PodGroup:
+    """The pod slots of one (namespace, runtime), sorted by pod name, in chunks.
+
+    Immutable: ``put``/``remove`` return a new group sharing untouched chunks.
+    """
+
+    __slots__ = ("firsts", "names", "chunks", "count")
+
+    firsts: tuple[str, ...]
+    """The first pod name of each chunk (for bisect)."""
+    names: tuple[tuple[str, ...], ...]
+    chunks: tuple[tuple[PodSlot, ...], ...]
+    count: int
+
+    def __init__(
+        self,
+        firsts: tuple[str, ...],
+        names: tuple[tuple[str, ...], ...],
+        chunks: tuple[tuple[PodSlot, ...], ...],
+        count: int,
+    ) -> None:
+        self.firsts, self.names, self.chunks, self.count = firsts, names, chunks, count
+
+    @staticmethod
+    def of(slots: Iterable[PodSlot]) -> _PodGroup:
+        ordered = sorted(slots, key=_slot_name)
+        chunks = tuple(tuple(ordered[i : i + _CHUNK // 2]) for i in range(0, len(ordered), _CHUNK // 2))
+        names = tuple(tuple(s.pod.name for s in chunk) for chunk in chunks)
+        return _PodGroup(tuple(n[0] for n in names), names, chunks, len(ordered))
+
+    def slots(self) -> tuple[PodSlot, ...]:
+        chunks = self.chunks
+        if len(chunks) == 1:
+            return chunks[0]
+        return tuple(chain.from_iterable(chunks))
+
+    def positions(self) -> Iterator[tuple[str, int]]:
+        """``(pod name, index in slots())`` for every pod."""
+        starts = accumulate(map(len, self.chunks), initial=0)
+        for names, start in zip(self.names, starts):
+            yield from zip(names, range(start, start + len(names)))
+
+    def index_of(self, name: str) -> int | None:
+        """The position of ``name`` in :meth:`slots`, or ``None``."""
+        j = bisect_right(self.firsts, name) - 1
+        if j < 0:
+            return None
+        names = self.names[j]
+        i = bisect_left(names, name)
+        if i == len(names) or names[i] != name:
+            return None
+        return sum(map(len, self.chunks[:j])) + i
+
+    def put(self, slot: PodSlot) -> _PodGroup:
+        name = slot.pod.name
+        chunks, names, firsts = self.chunks, self.names, self.firsts
+        if not chunks:
+            return _PodGroup((name,), ((name,),), ((slot,),), 1)
+        j = max(bisect_right(firsts, name) - 1, 0)
+        chunk, chunk_names = chunks[j], names[j]
+        i = bisect_left(chunk_names, name)
+        if i < len(chunk_names) and chunk_names[i] == name:
+            chunk = chunk[:i] + (slot,) + chunk[i + 1 :]
+            return _PodGroup(firsts, names, chunks[:j] + (chunk,) + chunks[j + 1 :], self.count)
+        chunk = chunk[:i] + (slot,) + chunk[i:]
+        chunk_names = chunk_names[:i] + (name,) + chunk_names[i:]
+        if len(chunk) <= _CHUNK:
+            new_chunks: tuple[tuple[PodSlot, ...], ...] = (chunk,)
+            new_names: tuple[tuple[str, ...], ...] = (chunk_names,)
+        else:
+            half = len(chunk) // 2
+            new_chunks = (chunk[:half], chunk[half:])
+            new_names = (chunk_names[:half], chunk_names[half:])
+        names = names[:j] + new_names + names[j + 1 :]
+        return _PodGroup(
+            tuple(n[0] for n in names), names, chunks[:j] + new_chunks + chunks[j + 1 :], self.count + 1
+        )
+
+    def remove(self, name: str) -> _PodGroup | None:
+        """Without ``name``; ``None`` when the group empties (the same group when absent)."""
+        j = bisect_right(self.firsts, name) - 1
+        if j < 0:
+            return self
+        chunk, chunk_names = self.chunks[j], self.names[j]
+        i = bisect_left(chunk_names, name)
+        if i == len(chunk_names) or chunk_names[i] != name:
+            return self
+        if self.count == 1:
+            return None
+        chunk = chunk[:i] + chunk[i + 1 :]
+        chunk_names = chunk_names[:i] + chunk_names[i + 1 :]
+        if chunk:
+            chunks = self.chunks[:j] + (chunk,) + self.chunks[j + 1 :]
+            names = self.names[:j] + (chunk_names,) + self.names[j + 1 :]
+        else:
+            chunks = self.chunks[:j] + self.chunks[j + 1 :]
+            names = self.names[:j] + self.names[j + 1 :]
+        return _PodGroup(tuple(n[0] for n in names), names, chunks, self.count - 1)
+
+
+def _plus(usage: Resources, extra: Mapping[str, Amount]) -> Resources:
+    """``resources.add`` for the snapshot's hot path: one dict copy, sorted only when
+    there is more than one resource (``frozen_resources`` order), zero entries dropped."""
+    total = usage.copy() if isinstance(usage, MappingProxyType) else dict(usage)
+    for name, amount in extra.items():
+        total[name] = total.get(name, 0) + amount
+    if 0 in total.values():
+        total = {name: amount for name, amount in total.items() if amount != 0}
+    if not total:
+        return EMPTY_RESOURCES
+    if len(total) > 1:
+        return frozen_resources(total)
+    return MappingProxyType(total)
+
+
+def _slot_name(slot: PodSlot) -> str:
+    return slot.pod.name
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterState:
     """Persistent indexes over the Runs, Runtime Pods and workspaces the informers saw.
@@ -72,19 +211,21 @@ class ClusterState:
     the fields are private to this module.
     """
 
-    _runs: PMap[RunKey, Run]
-    _run_keys_by_uid: PMap[_NsName, RunKey]
-    _pods: PMap[_NsName, RuntimePod]
-    _pods_by_runtime: PMap[_NsName, PMap[str, RuntimePod]]
-    _workspaces: PMap[_NsName, Workspace]
-    _pending: PMap[_NsName, PSet[RunKey]]
-    _usage: PMap[_NsName, Resources]
-    _targets: PMap[str, PMap[str, Target]]
+    _runs: PDict[RunKey, Run]
+    _run_keys_by_uid: PDict[_NsName, RunKey]
+    _pods: PDict[_NsName, RuntimePod]
+    _workspaces: PDict[_NsName, Workspace]
+    _pending: PDict[_NsName, PDict[RunKey, RunKey]]
+    _usage: PDict[_NsName, Resources]
+    _targets: PDict[str, PDict[str, Target]]
     """namespace -> run name -> the active Run as a target."""
-    _by_label: PMap[_LabelKey, PMap[str, Target]]
+    _by_label: PDict[_LabelKey, PDict[str, Target]]
     """(namespace, key, value) -> run name -> target: the targets themselves, so a
     lookup never goes back through the namespace-wide map."""
-    _by_label_key: PMap[_NsName, PMap[str, Target]]
+    _by_label_key: PDict[_NsName, PDict[str, Target]]
+    _groups: PDict[_NsName, _PodGroup] = field(compare=False)
+    """(namespace, runtime) -> the candidate slots; derived from ``_pods`` and
+    ``_usage`` (so left out of equality)."""
 
     # --- reads -------------------------------------------------------------------
 
@@ -100,15 +241,46 @@ class ClusterState:
 
     def pods_of(self, namespace: str, runtime: str) -> tuple[RuntimePod, ...]:
         """The Runtime Pods labelled ``runtime=<runtime>`` in the namespace, in any order."""
-        pods = self._pods_by_runtime.get((namespace, runtime))
-        return () if pods is None else tuple(pods.values())
+        group = self._groups.get((namespace, runtime))
+        return () if group is None else tuple(slot.pod for slot in group.slots())
+
+    def pod_slots(
+        self, namespace: str, runtime: str, extra_usage: Mapping[str, Resources] | None = None
+    ) -> tuple[PodSlot, ...]:
+        """The Runtime Pods of ``(namespace, runtime)`` sorted by name, each with its usage.
+
+        Usage is the active Runs' requests on the pod, plus ``extra_usage[pod]``
+        when given (the ledger's reservations). O(pods) at C speed plus
+        O(len(extra_usage)): the slots are kept ready in the state.
+        """
+        group = self._groups.get((namespace, runtime))
+        if group is None:
+            return ()
+        slots = group.slots()
+        if not extra_usage:
+            return slots
+        changed = [(name, extra) for name, extra in extra_usage.items() if extra]
+        if not changed:
+            return slots
+        out = list(slots)
+        if len(changed) * 32 < group.count:
+            located = [(group.index_of(name), extra) for name, extra in changed]
+        else:
+            extras = dict(changed)
+            located = [(index, extras[name]) for name, index in group.positions() if name in extras]
+        for index, extra in located:
+            if index is not None:
+                slot = out[index]
+                out[index] = PodSlot(slot.pod, _plus(slot.usage, extra))
+        return tuple(out)
 
     def workspace(self, namespace: str, name: str) -> Workspace | None:
         return self._workspaces.get((namespace, name))
 
     def usage(self, namespace: str, pod: str) -> Resources:
         """Active Runs' requests on that pod (known or not); no zero entries."""
-        return self._usage.get((namespace, pod), EMPTY_RESOURCES)
+        usage = self._usage.get((namespace, pod))
+        return EMPTY_RESOURCES if usage is None else usage
 
     def pending_keys(self, namespace: str, runtime: str) -> frozenset[RunKey]:
         """Pending Runs of ``(namespace, spec.runtime)``: one index lookup (SPEC §8)."""
@@ -125,36 +297,46 @@ class ClusterState:
         it must: every unlabelled Run matches it. Sorted by pod, then run uid, so
         the result does not depend on hash order.
         """
+        matched = self.unsorted_matching_targets(namespace, selector)
+        matched.sort(key=_by_target_order)
+        return tuple(matched)
+
+    def unsorted_matching_targets(self, namespace: str, selector: LabelSelector) -> list[Target]:
+        """:meth:`matching_targets` in hash order (for callers that sort anyway)."""
         targets = self._targets.get(namespace)
         if targets is None:
-            return ()
-        best: list[PMap[str, Target]] | None = None
+            return []
+        best: list[PDict[str, Target]] | None = None
+        best_requirement: Requirement | None = None
         best_size = 0
         for requirement in selector.requirements:
             if requirement.operator == "In":
-                sets = [
-                    found
-                    for value in requirement.values
-                    if (found := self._by_label.get((namespace, requirement.key, value))) is not None
-                ]
+                sets = []
+                for value in requirement.values:
+                    found = self._by_label.get((namespace, requirement.key, value))
+                    if found is not None:
+                        sets.append(found)
             elif requirement.operator == "Exists":
                 found = self._by_label_key.get((namespace, requirement.key))
                 sets = [] if found is None else [found]
             else:
                 continue
-            size = sum(len(s) for s in sets)
+            size = sum(map(len, sets))
             if best is None or size < best_size:
-                best, best_size = sets, size
+                best, best_size, best_requirement = sets, size, requirement
                 if size == 0:
-                    return ()
-        candidates: Iterable[Target]
+                    return []
         if best is None:
-            candidates = targets.values()
-        else:
-            candidates = (target for group in best for target in group.values())
-        matched = [t for t in candidates if selector.matches(t.labels)]
-        matched.sort(key=lambda t: (t.pod, t.run_uid))
-        return tuple(matched)
+            return [t for t in targets.values() if selector.matches(t.labels)]
+        # Every candidate already satisfies the requirement it was found by.
+        rest = tuple(r for r in selector.requirements if r is not best_requirement)
+        candidates: Iterable[Target] = (
+            best[0].values() if len(best) == 1 else chain.from_iterable(group.values() for group in best)
+        )
+        if not rest:
+            return list(candidates)
+        matches = selector.matches
+        return [t for t in candidates if matches(t.labels)]
 
     def runs(self) -> Iterator[Run]:
         return iter(self._runs.values())
@@ -171,7 +353,7 @@ class ClusterState:
 
 
 def _empty() -> ClusterState:
-    return ClusterState(pmap(), pmap(), pmap(), pmap(), pmap(), pmap(), pmap(), pmap(), pmap(), pmap())
+    return ClusterState(empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty())
 
 
 EMPTY_STATE: Final = _empty()
@@ -194,13 +376,30 @@ def apply(state: ClusterState, event: Event) -> ClusterState:
     return _apply_workspace(state, obj.namespace, obj.name, None if event.type == "DELETED" else obj)
 
 
+def _with(state: ClusterState, **changes: object) -> ClusterState:
+    fields = {
+        "_runs": state._runs,
+        "_run_keys_by_uid": state._run_keys_by_uid,
+        "_pods": state._pods,
+        "_workspaces": state._workspaces,
+        "_pending": state._pending,
+        "_usage": state._usage,
+        "_targets": state._targets,
+        "_by_label": state._by_label,
+        "_by_label_key": state._by_label_key,
+        "_groups": state._groups,
+    }
+    fields.update(changes)
+    return ClusterState(**fields)  # type: ignore[arg-type]
+
+
 def _apply_workspace(state: ClusterState, namespace: str, name: str, new: Workspace | None) -> ClusterState:
     key = (namespace, name)
     if new is None:
         if key not in state._workspaces:
             return state
-        return replace(state, _workspaces=state._workspaces.remove(key))
-    return replace(state, _workspaces=state._workspaces.set(key, new))
+        return _with(state, _workspaces=state._workspaces.discard(key))
+    return _with(state, _workspaces=state._workspaces.set(key, new))
 
 
 def _apply_pod(state: ClusterState, namespace: str, name: str, new: RuntimePod | None) -> ClusterState:
@@ -210,14 +409,30 @@ def _apply_pod(state: ClusterState, namespace: str, name: str, new: RuntimePod |
         new = None  # not a Runtime Pod (any more): forget it
     if old is None and new is None:
         return state
-    pods = state._pods.set(key, new) if new is not None else state._pods.remove(key)
-    by_runtime = state._pods_by_runtime
+    pods = state._pods.set(key, new) if new is not None else state._pods.discard(key)
+    groups = state._groups
     if old is not None and (new is None or new.runtime != old.runtime):
-        by_runtime = _map_discard(by_runtime, (namespace, old.runtime), name)
+        group_key = (namespace, old.runtime)
+        group = groups.get(group_key)
+        rest = None if group is None else group.remove(name)
+        groups = groups.set(group_key, rest) if rest is not None else groups.discard(group_key)
     if new is not None:
-        group = by_runtime.get((namespace, new.runtime), _EMPTY_POD_GROUP)
-        by_runtime = by_runtime.set((namespace, new.runtime), group.set(name, new))
-    return replace(state, _pods=pods, _pods_by_runtime=by_runtime)
+        group_key = (namespace, new.runtime)
+        group = groups.get(group_key)
+        slot = PodSlot(new, state.usage(namespace, name))
+        groups = groups.set(group_key, group.put(slot) if group is not None else _PodGroup.of((slot,)))
+    return ClusterState(
+        state._runs,
+        state._run_keys_by_uid,
+        pods,
+        state._workspaces,
+        state._pending,
+        state._usage,
+        state._targets,
+        state._by_label,
+        state._by_label_key,
+        groups,
+    )
 
 
 def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterState:
@@ -228,11 +443,26 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
         return state
     namespace = key.namespace
 
-    runs = state._runs.set(key, new) if new is not None else state._runs.remove(key)
+    runs = state._runs.set(key, new) if new is not None else state._runs.discard(key)
+    if old is not None and new is not None and old.uid == new.uid and _same_contribution(old, new):
+        # The common status update (Scheduled -> Running -> Ready, a message, a
+        # condition): no index but the Run's own entry changes.
+        return ClusterState(
+            runs,
+            state._run_keys_by_uid,
+            state._pods,
+            state._workspaces,
+            state._pending,
+            state._usage,
+            state._targets,
+            state._by_label,
+            state._by_label_key,
+            state._groups,
+        )
 
     uids = state._run_keys_by_uid
     if old is not None and (new is None or new.uid != old.uid) and uids.get((namespace, old.uid)) == key:
-        uids = uids.remove((namespace, old.uid))
+        uids = uids.discard((namespace, old.uid))
     if new is not None and (old is None or old.uid != new.uid):
         uids = uids.set((namespace, new.uid), key)
 
@@ -241,26 +471,27 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
     new_group = _pending_group(new)
     if old_group != new_group:
         if old_group is not None:
-            pending = _set_discard(pending, old_group, key)
+            pending = _map_discard(pending, old_group, key)
         if new_group is not None:
-            pending = pending.set(new_group, pending.get(new_group, _EMPTY_KEYS).add(key))
+            pending = _map_put(pending, new_group, key, key)
 
-    usage = state._usage
+    usage, groups = state._usage, state._groups
     old_charge = _charge(old)
     new_charge = _charge(new)
     if old_charge != new_charge:
         if old_charge is not None:
-            usage = _usage_change(usage, (namespace, old_charge[0]), old_charge[1], subtract)
+            usage, groups = _usage_change(state, usage, groups, namespace, old_charge, subtract)
         if new_charge is not None:
-            usage = _usage_change(usage, (namespace, new_charge[0]), new_charge[1], add)
+            usage, groups = _usage_change(state, usage, groups, namespace, new_charge, add)
 
     targets, by_label, by_label_key = state._targets, state._by_label, state._by_label_key
     old_target = _target(old)
     new_target = _target(new)
     if old_target != new_target:
-        group = targets.get(namespace, _EMPTY_TARGETS)
-        group = group.set(key.name, new_target) if new_target is not None else group.discard(key.name)
-        targets = targets.set(namespace, group) if group else targets.discard(namespace)
+        if new_target is not None:
+            targets = _map_put(targets, namespace, key.name, new_target)
+        else:
+            targets = _map_discard(targets, namespace, key.name)
         old_labels: Mapping[str, str] = old_target.labels if old_target is not None else {}
         for label, value in old_labels.items():
             if new_target is None or new_target.labels.get(label) != value:
@@ -273,20 +504,31 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
                 by_label_key = _map_put(by_label_key, (namespace, label), key.name, new_target)
 
     return ClusterState(
-        _runs=runs,
-        _run_keys_by_uid=uids,
-        _pods=state._pods,
-        _pods_by_runtime=state._pods_by_runtime,
-        _workspaces=state._workspaces,
-        _pending=pending,
-        _usage=usage,
-        _targets=targets,
-        _by_label=by_label,
-        _by_label_key=by_label_key,
+        runs,
+        uids,
+        state._pods,
+        state._workspaces,
+        pending,
+        usage,
+        targets,
+        by_label,
+        by_label_key,
+        groups,
     )
 
 
 # --- what one Run contributes -------------------------------------------------------
+
+
+def _same_contribution(old: Run, new: Run) -> bool:
+    """Whether two versions of a Run (same key and uid) contribute the same pending
+    entry, charge and target, checked without building them."""
+    a, b = old.status, new.status
+    if a.active != b.active:
+        return False
+    if not a.active:
+        return _pending_group(old) == _pending_group(new)
+    return a.assigned_pod == b.assigned_pod and old.requests == new.requests and old.labels == new.labels
 
 
 def _pending_group(run: Run | None) -> _NsName | None:
@@ -311,47 +553,40 @@ def _target(run: Run | None) -> Target | None:
 
 # --- small persistent helpers -----------------------------------------------------------
 
-_EMPTY_KEYS: Final[PSet[RunKey]] = pset()
-_EMPTY_TARGETS: Final[PMap[str, Target]] = pmap()
-_EMPTY_POD_GROUP: Final[PMap[str, RuntimePod]] = pmap()
+
+def _map_put(index: PDict[_K, PDict[_N, _V]], key: _K, name: _N, value: _V) -> PDict[_K, PDict[_N, _V]]:
+    return set_in(index, key, name, value)
 
 
-def _set_discard(index: PMap[_K, PSet[_V]], key: _K, member: _V) -> PMap[_K, PSet[_V]]:
-    """Remove ``member`` from the set at ``key``; drop the entry when it empties."""
-    members = index.get(key)
-    if members is None or member not in members:
-        return index
-    rest = members.remove(member)
-    return index.set(key, rest) if rest else index.remove(key)
+def _map_discard(index: PDict[_K, PDict[_N, _V]], key: _K, name: _N) -> PDict[_K, PDict[_N, _V]]:
+    return discard_in(index, key, name)
 
 
-def _map_put(index: PMap[_K, PMap[str, _V]], key: _K, name: str, value: _V) -> PMap[_K, PMap[str, _V]]:
-    group: PMap[str, _V] = index.get(key) or pmap()
-    return index.set(key, group.set(name, value))
-
-
-def _map_discard(index: PMap[_K, PMap[str, _V]], key: _K, name: str) -> PMap[_K, PMap[str, _V]]:
-    group = index.get(key)
-    if group is None or name not in group:
-        return index
-    rest = group.remove(name)
-    return index.set(key, rest) if rest else index.remove(key)
+def _key_set(keys: set[RunKey]) -> PDict[RunKey, RunKey]:
+    return pdict({key: key for key in keys})
 
 
 def _usage_change(
-    usage: PMap[_NsName, Resources],
-    key: _NsName,
-    delta: Resources,
+    state: ClusterState,
+    usage: PDict[_NsName, Resources],
+    groups: PDict[_NsName, _PodGroup],
+    namespace: str,
+    charge: tuple[str, Resources],
     op: _ResourceOp,
-) -> PMap[_NsName, Resources]:
-    total = op(usage.get(key, EMPTY_RESOURCES), delta)
-    return usage.set(key, total) if total else usage.discard(key)
-
-
-def _sized_pset(members: set[_V]) -> PSet[_V]:
-    """A PSet with room for its members: ``pset`` defaults to 8 buckets, which
-    would make every later add or remove scan a bucket of n/8 entries."""
-    return pset(members, pre_size=max(8, 2 * len(members)))
+) -> tuple[PDict[_NsName, Resources], PDict[_NsName, _PodGroup]]:
+    """Charge (or retract) ``charge`` on its pod, and refresh that pod's slot if it is known."""
+    pod_name, delta = charge
+    key = (namespace, pod_name)
+    before = usage.get(key)
+    total = op(EMPTY_RESOURCES if before is None else before, delta)
+    usage = usage.set(key, total) if total else usage.discard(key)
+    pod = state._pods.get(key)
+    if pod is not None:
+        group_key = (namespace, pod.runtime)
+        group = groups.get(group_key)
+        if group is not None:
+            groups = groups.set(group_key, group.put(PodSlot(pod, total)))
+    return usage, groups
 
 
 # --- bulk building -------------------------------------------------------------------------
@@ -401,19 +636,21 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
                 by_label_key.setdefault((key.namespace, label), {})[key.name] = target
 
     stored_pods = {key: pod for key, pod in pods.items() if pod.runtime}
-    by_runtime: dict[_NsName, dict[str, RuntimePod]] = {}
+    frozen_usage = {k: frozen_resources(v) for k, v in usage.items() if v}
+    by_runtime: dict[_NsName, list[PodSlot]] = {}
     for (namespace, name), pod in stored_pods.items():
-        by_runtime.setdefault((namespace, pod.runtime), {})[name] = pod
+        slot = PodSlot(pod, frozen_usage.get((namespace, name), EMPTY_RESOURCES))
+        by_runtime.setdefault((namespace, pod.runtime), []).append(slot)
 
     return ClusterState(
-        _runs=pmap(runs),
-        _run_keys_by_uid=pmap(uids),
-        _pods=pmap(stored_pods),
-        _pods_by_runtime=pmap({k: pmap(v) for k, v in by_runtime.items()}),
-        _workspaces=pmap(workspaces),
-        _pending=pmap({k: _sized_pset(v) for k, v in pending.items()}),
-        _usage=pmap({k: frozen_resources(v) for k, v in usage.items() if v}),
-        _targets=pmap({k: pmap(v) for k, v in targets.items()}),
-        _by_label=pmap({k: pmap(v) for k, v in by_label.items()}),
-        _by_label_key=pmap({k: pmap(v) for k, v in by_label_key.items()}),
+        _runs=pdict(runs),
+        _run_keys_by_uid=pdict(uids),
+        _pods=pdict(stored_pods),
+        _workspaces=pdict(workspaces),
+        _pending=pdict({k: _key_set(v) for k, v in pending.items()}),
+        _usage=pdict(frozen_usage),
+        _targets=pdict({k: pdict(v) for k, v in targets.items()}),
+        _by_label=pdict({k: pdict(v) for k, v in by_label.items()}),
+        _by_label_key=pdict({k: pdict(v) for k, v in by_label_key.items()}),
+        _groups=pdict({k: _PodGroup.of(v) for k, v in by_runtime.items()}),
     )

@@ -35,7 +35,10 @@ What the framework does with each answer (the "status codes"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+import itertools
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final, Literal, Protocol, TypeAlias, TypeVar, final
@@ -59,6 +62,7 @@ from kruntimes.pure.plan import (
 )
 from kruntimes.pure.plugins.affinity import RunAffinity
 from kruntimes.pure.plugins.availability import RuntimePodAvailability
+from kruntimes.pure.plugins.batch import BatchFilter
 from kruntimes.pure.plugins.least_loaded import LeastLoaded
 from kruntimes.pure.plugins.preferred import PreferredRunAffinity, normalize_to_max
 from kruntimes.pure.plugins.workspace import WorkspacePlacement
@@ -372,17 +376,28 @@ def plan_cycle(snapshot: Snapshot, registry: Registry = DEFAULT_REGISTRY) -> Res
             active.append((index, pod_filter))
 
     # Filter: the first rejection stops a pod and counts once for (plugin, reason).
+    # Filters run one after the other over the survivors of the previous ones,
+    # which is the same thing: a whole list at a time when the filter can
+    # (``BatchFilter.select``), else one call per surviving pod.
     counts: dict[tuple[int, str], int] = {}
-    feasible: list[PodSlot] = []
-    for slot in snapshot.pods:
-        for index, pod_filter in active:
-            reason = pod_filter(slot)
-            if reason is not None:
-                key = (index, reason)
+    feasible: Sequence[PodSlot] = snapshot.pods
+    for index, pod_filter in active:
+        if not feasible:
+            break
+        if isinstance(pod_filter, BatchFilter):
+            feasible, rejected = pod_filter.select(feasible)
+            for reason, count in rejected.items():
+                counts[(index, reason)] = counts.get((index, reason), 0) + count
+            continue
+        kept: list[PodSlot] = []
+        for slot in feasible:
+            verdict = pod_filter(slot)
+            if verdict is None:
+                kept.append(slot)
+            else:
+                key = (index, verdict)
                 counts[key] = counts.get(key, 0) + 1
-                break
-        else:
-            feasible.append(slot)
+        feasible = kept
 
     rejections_or_error = _rejections(registry, counts)
     if not is_successful(rejections_or_error):
@@ -398,8 +413,8 @@ def plan_cycle(snapshot: Snapshot, registry: Registry = DEFAULT_REGISTRY) -> Res
         lambda ranked: Bind(
             pod=ranked[0].pod.name,
             pod_uid=ranked[0].pod.uid,
-            ranking=tuple(score.pod for score in ranked[1]),
-            scores=ranked[1],
+            ranking=ranked[1],
+            scores=ranked[2],
             rejections=rejections,
         )
     )
@@ -423,7 +438,7 @@ def _rejections(registry: Registry, counts: dict[tuple[int, str], int]) -> Resul
 
 def _score(
     run: Run, snapshot: Snapshot, registry: Registry, feasible: tuple[PodSlot, ...]
-) -> Result[tuple[PodSlot, tuple[PodScore, ...]], CycleError]:
+) -> Result[tuple[PodSlot, tuple[str, ...], tuple[PodScore, ...]], CycleError]:
     """Score, normalize, check 0..100, weight, sum, rank (SPEC §5): the best slot and every score, best first."""
     count = len(feasible)
     names: list[str] = []
@@ -449,27 +464,37 @@ def _score(
                 )
             )
         weight = entry.weight
-        totals = [total + value * weight for total, value in zip(totals, scores)]
+        weighted = scores if weight == 1 else [value * weight for value in scores]
+        totals = list(map(operator.add, totals, weighted))
         names.append(entry.name)
         columns.append(scores)
 
-    rows = list(zip(*columns)) if columns else [()] * count
     # Total descending, then pod name ascending (code point order = UTF-8 byte order):
     # two stable sorts with C-level keys, much cheaper than one tuple key per pod.
+    # (A snapshot's pods come sorted by name: then the first sort is skipped; a
+    # reverse sort is still stable.)
     pod_names = [slot.pod.name for slot in feasible]
-    negated = [-total for total in totals]
-    order = sorted(range(count), key=pod_names.__getitem__)
-    order.sort(key=negated.__getitem__)
-    # Many pods share a score row: build each distinct by_plugin tuple once.
-    by_plugin: dict[tuple[int, ...], tuple[tuple[str, int], ...]] = {}
-    scored: list[PodScore] = []
-    for i in order:
-        row = rows[i]
-        labelled = by_plugin.get(row)
-        if labelled is None:
-            labelled = by_plugin[row] = tuple(zip(names, row))
-        scored.append(PodScore(pod=pod_names[i], by_plugin=labelled, total=totals[i]))
-    return Success((feasible[order[0]], tuple(scored)))
+    if all(map(operator.lt, pod_names, itertools.islice(pod_names, 1, None))):
+        order = list(range(count))
+    else:
+        order = sorted(range(count), key=pod_names.__getitem__)
+    order.sort(key=totals.__getitem__, reverse=True)
+    # Many pods share a score row: build each distinct by_plugin tuple once; then
+    # one PodScore per pod, built by C-level map/zip (no Python frame per pod).
+    rows = list(zip(*columns)) if columns else [()] * count
+    labelled = {row: tuple(zip(names, row)) for row in set(rows)}
+    ranked_names = list(map(pod_names.__getitem__, order))
+    scored = tuple(
+        map(
+            _new_pod_score,
+            zip(ranked_names, map(labelled.__getitem__, map(rows.__getitem__, order)), map(totals.__getitem__, order)),
+        )
+    )
+    return Success((feasible[order[0]], tuple(ranked_names), scored))
+
+
+_new_pod_score: Final = functools.partial(tuple.__new__, PodScore)
+"""``PodScore((pod, by_plugin, total))`` without a Python-level ``__new__`` frame."""
 
 
 def _wrong_length(name: str, what: str, got: int, want: int) -> CycleError:

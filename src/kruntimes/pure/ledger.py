@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal, TypeAlias
 
-from pyrsistent import pmap
-from pyrsistent.typing import PMap
 from returns.result import Failure, Result, Success
 
+from kruntimes.pure._pdict import PDict, empty
 from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.model import EMPTY_RESOURCES, Reservation, Resources, Run, SchedulerConfig
+from kruntimes.pure.model import EMPTY_RESOURCES, Reservation, Resources, Run, SchedulerConfig, frozen_resources
+from kruntimes.pure.quantity import Amount
 from kruntimes.pure.resources import add, fits
 
 
@@ -32,7 +32,7 @@ from kruntimes.pure.resources import add, fits
 class Ledger:
     """``namespace -> run uid -> Reservation``; one immutable value."""
 
-    _by_namespace: PMap[str, PMap[str, Reservation]]
+    _by_namespace: PDict[str, PDict[str, Reservation]]
 
     def get(self, namespace: str, uid: str) -> Reservation | None:
         reservations = self._by_namespace.get(namespace)
@@ -53,7 +53,7 @@ class Ledger:
         return sum(len(reservations) for reservations in self._by_namespace.values())
 
 
-EMPTY_LEDGER: Final = Ledger(pmap())
+EMPTY_LEDGER: Final = Ledger(empty())
 
 ReserveConflictReason: TypeAlias = Literal[
     "RunChanged",
@@ -90,7 +90,7 @@ def _conflict(reason: ReserveConflictReason) -> Result[Ledger, ReserveConflict]:
     return Failure(ReserveConflict(_CONFLICTS[reason], reason))
 
 
-def _with_namespace(ledger: Ledger, namespace: str, reservations: PMap[str, Reservation]) -> Ledger:
+def _with_namespace(ledger: Ledger, namespace: str, reservations: PDict[str, Reservation]) -> Ledger:
     """Replace one namespace's map; an empty one is dropped so equal ledgers compare equal."""
     if reservations:
         return Ledger(ledger._by_namespace.set(namespace, reservations))
@@ -119,17 +119,24 @@ def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
     reservations = ledger._by_namespace.get(namespace)
     if reservations is None:
         return ledger
-    stale = [
-        uid
-        for uid, reservation in reservations.items()
-        if not _still_unobserved(reservation, state.run_by_uid(namespace, uid))
-    ]
+    run_by_uid = state.run_by_uid
+    stale = []
+    for uid, reservation in reservations.items():
+        # _still_unobserved, inlined: this runs for every reservation of every cycle.
+        run = run_by_uid(namespace, uid)
+        if (
+            run is None
+            or run.resource_version != reservation.resource_version
+            or run.name != reservation.run_name
+            or run.status.assigned_pod
+            or not run.status.pending
+        ):
+            stale.append(uid)
     if not stale:
         return ledger
-    evolver = reservations.evolver()
     for uid in stale:
-        del evolver[uid]
-    return _with_namespace(ledger, namespace, evolver.persistent())
+        reservations = reservations.discard(uid)
+    return _with_namespace(ledger, namespace, reservations)
 
 
 def observe(ledger: Ledger, run: Run) -> Ledger:
@@ -145,24 +152,35 @@ def release(ledger: Ledger, namespace: str, uid: str) -> Ledger:
     reservations = ledger._by_namespace.get(namespace)
     if reservations is None or uid not in reservations:
         return ledger
-    return _with_namespace(ledger, namespace, reservations.remove(uid))
+    return _with_namespace(ledger, namespace, reservations.discard(uid))
 
 
 def reserved_usage(ledger: Ledger, namespace: str, pod: str) -> Resources:
     """The sum of the requests reserved on ``pod`` (as the ledger holds it)."""
-    total = EMPTY_RESOURCES
-    for reservation in ledger.in_namespace(namespace):
-        if reservation.pod == pod:
-            total = add(total, reservation.requests)
-    return total
+    return reserved_by_pod(ledger, namespace).get(pod, EMPTY_RESOURCES)
+
+
+def reserved_totals(ledger: Ledger, namespace: str) -> dict[str, dict[str, Amount]]:
+    """``pod -> resource -> reserved amount`` for the namespace, as fresh plain dicts
+    (zero entries possible): the cheap form for callers that add it to usage at once."""
+    reservations = ledger._by_namespace.get(namespace)
+    totals: dict[str, dict[str, Amount]] = {}
+    if reservations is None:
+        return totals
+    for reservation in reservations.values():
+        total = totals.get(reservation.pod)
+        if total is None:
+            totals[reservation.pod] = dict(reservation.requests)
+        else:
+            for name, amount in reservation.requests.items():
+                total[name] = total.get(name, 0) + amount
+    return totals
 
 
 def reserved_by_pod(ledger: Ledger, namespace: str) -> Mapping[str, Resources]:
     """``pod -> reserved requests`` for the namespace, in one pass over its reservations."""
-    totals: dict[str, Resources] = {}
-    for reservation in ledger.in_namespace(namespace):
-        totals[reservation.pod] = add(totals.get(reservation.pod, EMPTY_RESOURCES), reservation.requests)
-    return totals
+    totals = reserved_totals(ledger, namespace)
+    return {pod: frozen_resources({k: v for k, v in total.items() if v}) for pod, total in totals.items()}
 
 
 def reserve(
@@ -217,8 +235,8 @@ def reserve(
         requests=run.requests,
         labels=run.labels,
     )
-    reservations = synced._by_namespace.get(namespace, _EMPTY_NAMESPACE)
+    reservations = synced._by_namespace.get(namespace) or _EMPTY_NAMESPACE
     return Success(_with_namespace(synced, namespace, reservations.set(run.uid, reservation)))
 
 
-_EMPTY_NAMESPACE: Final[PMap[str, Reservation]] = pmap()
+_EMPTY_NAMESPACE: Final[PDict[str, Reservation]] = empty()

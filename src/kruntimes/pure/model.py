@@ -9,8 +9,8 @@ faster than a persistent map's. Nothing here mutates after construction.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Final, Literal, NamedTuple, TypeAlias
 
@@ -99,6 +99,17 @@ def first_condition(conditions: tuple[Condition, ...], type_: str) -> Condition 
 
 # --- Runtime Pods -------------------------------------------------------------
 
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND: Final = timedelta(microseconds=1)
+NEVER_US: Final = -(1 << 62)
+"""An ``available_probe_us`` below every cutoff: the pod is not available whatever the time."""
+
+
+def epoch_us(at: datetime) -> int:
+    """An aware datetime as exact integer µs since the epoch (order-preserving)."""
+    return (at - EPOCH) // _MICROSECOND
+
+
 
 @dataclass(frozen=True, slots=True)
 class RuntimePod:
@@ -119,6 +130,32 @@ class RuntimePod:
     heartbeat_at: datetime | None
     """That condition's ``lastProbeTime``; ``None`` when absent or malformed."""
     capacity: Resources
+
+    # Derived once per pod (not part of equality or repr): what the planner's hot
+    # loops read instead of re-deriving it for every pod of every cycle.
+    available_probe_us: int | None = field(init=False, compare=False, repr=False)
+    """The time-independent part of availability, folded with the heartbeat: the
+    heartbeat's ``lastProbeTime`` in µs since the epoch when the pod is schedulable
+    and its heartbeat ``True``, :data:`NEVER_US` when it can never be available,
+    ``None`` when ``lastProbeTime`` is a naive datetime (no fast path)."""
+    runs_capacity: Amount | None = field(init=False, compare=False, repr=False)
+    """``capacity["runs"]`` (``None`` when not advertised)."""
+    only_runs_capacity: int = field(init=False, compare=False, repr=False)
+    """The ``runs`` capacity when it is an ``int`` and the only capacity entry > 0, else 0."""
+
+    def __post_init__(self) -> None:
+        probe: int | None = NEVER_US
+        at = self.heartbeat_at
+        if self.phase == RUNNING and self.ready and not self.deleting and self.heartbeat_ok and at is not None:
+            probe = epoch_us(at) if at.tzinfo is not None else None
+        object.__setattr__(self, "available_probe_us", probe)
+        capacity = self.capacity
+        runs = capacity.get(RUNS_RESOURCE)
+        object.__setattr__(self, "runs_capacity", runs)
+        only = 0
+        if type(runs) is int and runs > 0 and all(v <= 0 for k, v in capacity.items() if k != RUNS_RESOURCE):
+            only = runs
+        object.__setattr__(self, "only_runs_capacity", only)
 
     @property
     def schedulable(self) -> bool:

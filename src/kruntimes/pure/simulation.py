@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, TypeAlias, cast
 
-from pyrsistent import pmap
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure import cluster, ledger, queueing, snapshot, status
+from kruntimes.pure._pdict import pdict
 from kruntimes.pure.cluster import ClusterState, Event
 from kruntimes.pure.cyclelog import CycleRecord
 from kruntimes.pure.decode import decode_object, decode_requests
@@ -472,7 +472,7 @@ def initial_ledger(reservations: Sequence[Reservation]) -> Ledger:
     by_namespace: dict[str, dict[str, Reservation]] = {}
     for reservation in reservations:
         by_namespace.setdefault(reservation.namespace, {})[reservation.run_uid] = reservation
-    return Ledger(pmap({namespace: pmap(items) for namespace, items in by_namespace.items()}))
+    return Ledger(pdict({namespace: pdict(items) for namespace, items in by_namespace.items()}))
 
 
 def default_cycles(state: ClusterState) -> tuple[RunKey, ...]:

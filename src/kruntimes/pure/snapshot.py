@@ -12,20 +12,23 @@ module: ``now`` is an argument.
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import chain
+from operator import attrgetter
+from typing import Final
 
 from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.ledger import Ledger, reserved_by_pod, sync
+from kruntimes.pure.ledger import Ledger, reserved_totals, sync
 from kruntimes.pure.model import (
-    EMPTY_RESOURCES,
     AffinityTerm,
-    PodSlot,
     Run,
     RunKey,
     SchedulerConfig,
     Snapshot,
     Target,
 )
-from kruntimes.pure.resources import add
+
+_TARGET_ORDER: Final = attrgetter("pod", "run_uid", "assumed")
+_POD_UID_ORDER: Final = attrgetter("pod", "run_uid")
 
 
 def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config: SchedulerConfig) -> Snapshot:
@@ -36,17 +39,16 @@ def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config
     ledger itself is not returned — the caller swaps ``ledger.sync`` into its
     atom. A Run that is absent, not Pending or has no runtime gets no pods:
     the cycle ends before it would look at them.
+
+    The candidate slots come ready-made from the state (sorted by name, actual
+    usage included); only the pods holding reservations get a new slot.
     """
     run = state.run(key)
     synced = sync(ledger, state, key.namespace)
     reservation = None if run is None else synced.get(key.namespace, run.uid)
     if run is None or not run.status.pending or not run.runtime:
         return Snapshot(key, run, (), (), None, reservation, now, config)
-    reserved = reserved_by_pod(synced, key.namespace)
-    pods = tuple(
-        PodSlot(pod, add(state.usage(key.namespace, pod.name), reserved.get(pod.name, EMPTY_RESOURCES)))
-        for pod in sorted(state.pods_of(key.namespace, run.runtime), key=lambda p: p.name)
-    )
+    pods = state.pod_slots(key.namespace, run.runtime, reserved_totals(synced, key.namespace))
     workspace = None if run.workspace is None else state.workspace(key.namespace, run.workspace.name)
     return Snapshot(
         key=key,
@@ -70,10 +72,20 @@ def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...
     terms: tuple[AffinityTerm, ...] = run.affinity.all_terms()
     if not terms:
         return ()
-    by_uid: dict[str, Target] = {}
-    for selector in dict.fromkeys(term.selector for term in terms):
-        for target in state.matching_targets(run.namespace, selector):
-            by_uid.setdefault(target.run_uid, target)
+    found = [
+        state.unsorted_matching_targets(run.namespace, selector)
+        for selector in dict.fromkeys(term.selector for term in terms)
+    ]
+    # The same active Run is the same Target object in every index group, so
+    # keying by identity first and by uid second loses nothing unless two
+    # distinct targets share a uid; then keep the first in the documented order.
+    distinct = {id(t): t for t in chain.from_iterable(found)}
+    by_uid = {t.run_uid: t for t in distinct.values()}
+    if len(by_uid) != len(distinct):
+        by_uid = {}
+        for group in found:
+            for target in sorted(group, key=_POD_UID_ORDER):
+                by_uid.setdefault(target.run_uid, target)
     for reservation in ledger.in_namespace(run.namespace):
         if reservation.run_uid == run.uid or reservation.run_uid in by_uid:
             continue
@@ -81,4 +93,4 @@ def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...
             by_uid[reservation.run_uid] = Target(
                 pod=reservation.pod, labels=reservation.labels, run_uid=reservation.run_uid, assumed=True
             )
-    return tuple(sorted(by_uid.values(), key=lambda t: (t.pod, t.run_uid, t.assumed)))
+    return tuple(sorted(by_uid.values(), key=_TARGET_ORDER))

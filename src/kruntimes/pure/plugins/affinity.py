@@ -9,15 +9,16 @@ purely computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, final
 
 from returns.result import Result, Success
 
 from kruntimes.pure.messages import REJECT_RUN_AFFINITY, REJECT_RUN_ANTI_AFFINITY
-from kruntimes.pure.model import AffinityTerm, Labels, PodSlot, Run, Snapshot, Target
+from kruntimes.pure.model import AffinityTerm, LabelSelector, Labels, PodSlot, Run, Snapshot, Target
 from kruntimes.pure.plan import CycleError
+from kruntimes.pure.plugins.batch import BatchFilter, Selection
 
 if TYPE_CHECKING:
     from kruntimes.pure.framework import FilterPlugin, PodFilter
@@ -25,8 +26,22 @@ if TYPE_CHECKING:
 
 def hosting_pods(term: AffinityTerm, targets: Iterable[Target]) -> frozenset[str]:
     """The pods that host at least one target matching ``term``."""
-    matches = term.selector.matches
+    matches = label_matcher(term.selector)
     return frozenset(target.pod for target in targets if matches(target.labels))
+
+
+def label_matcher(selector: LabelSelector) -> Callable[[Labels], bool]:
+    """``selector.matches``, specialised for the common one-requirement ``In`` selector
+    (one ``matchLabels`` entry): a single lookup instead of two calls per target."""
+    requirements = selector.requirements
+    if len(requirements) == 1 and requirements[0].operator == "In":
+        key, values = requirements[0].key, requirements[0].values
+
+        def matches_in(labels: Labels) -> bool:
+            return labels.get(key) in values
+
+        return matches_in
+    return selector.matches
 
 
 def seedable(term: AffinityTerm, targets: Iterable[Target], run_labels: Labels) -> bool:
@@ -76,7 +91,21 @@ def _pod_filter(allowed: frozenset[str] | None, forbidden: frozenset[str]) -> Po
             return REJECT_RUN_ANTI_AFFINITY
         return None
 
-    return pod_filter
+    def select(slots: Sequence[PodSlot]) -> Selection:
+        counts: dict[str, int] = {}
+        kept = list(slots)
+        if allowed is not None:
+            kept = [slot for slot in kept if slot.pod.name in allowed]
+            if len(kept) < len(slots):
+                counts[REJECT_RUN_AFFINITY] = len(slots) - len(kept)
+        if forbidden:
+            before = len(kept)
+            kept = [slot for slot in kept if slot.pod.name not in forbidden]
+            if len(kept) < before:
+                counts[REJECT_RUN_ANTI_AFFINITY] = before - len(kept)
+        return kept, counts
+
+    return BatchFilter(pod_filter, select)
 
 
 _: FilterPlugin = RunAffinity()

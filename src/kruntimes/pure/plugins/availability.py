@@ -5,6 +5,7 @@ This is a purely computational module with no side effects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar, final
@@ -12,8 +13,9 @@ from typing import TYPE_CHECKING, ClassVar, final
 from returns.result import Result, Success
 
 from kruntimes.pure.messages import REJECT_RUNTIME_POD_UNAVAILABLE
-from kruntimes.pure.model import RUNNING, PodSlot, Resources, Run, Snapshot
+from kruntimes.pure.model import RUNNING, RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot, epoch_us
 from kruntimes.pure.plan import CycleError
+from kruntimes.pure.plugins.batch import BatchFilter, Selection, rejected_as
 from kruntimes.pure.resources import fits
 
 if TYPE_CHECKING:
@@ -53,7 +55,37 @@ class RuntimePodAvailability:
                 return None
             return REJECT_RUNTIME_POD_UNAVAILABLE
 
-        return Success(pod_filter)
+        # The whole-list form: the time-independent checks are folded into
+        # ``pod.available_probe_us`` (decode time), the freshness cutoff is one
+        # integer, and the common request ``{runs: n}`` is one comparison.
+        oldest_us = epoch_us(oldest) if oldest.tzinfo is not None else None
+        runs = request.get(RUNS_RESOURCE)
+        only_runs = runs is not None and len(request) == 1 and runs > 0
+
+        def select(slots: Sequence[PodSlot]) -> Selection:
+            # A naive lastProbeTime (None) against an aware cutoff raises TypeError here,
+            # exactly as the per-slot comparison of datetimes does.
+            if oldest_us is None:
+                kept = [slot for slot in slots if pod_filter(slot) is None]
+            elif only_runs:
+                assert runs is not None
+                kept = [
+                    slot
+                    for slot in slots
+                    if (pod := slot.pod).available_probe_us >= oldest_us  # type: ignore[operator]
+                    and (limit := pod.runs_capacity) is not None
+                    and slot.usage.get(RUNS_RESOURCE, 0) + runs <= limit
+                ]
+            else:
+                kept = [
+                    slot
+                    for slot in slots
+                    if slot.pod.available_probe_us >= oldest_us  # type: ignore[operator]
+                    and fits(slot.pod.capacity, slot.usage, request)
+                ]
+            return rejected_as(REJECT_RUNTIME_POD_UNAVAILABLE, len(slots), kept)
+
+        return Success(BatchFilter(pod_filter, select))
 
 
 _: FilterPlugin = RuntimePodAvailability()

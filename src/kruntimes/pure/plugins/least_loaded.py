@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.model import PodSlot, Resources, Run, Snapshot
+from kruntimes.pure.model import RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot
 from kruntimes.pure.plan import CycleError
 from kruntimes.pure.quantity import Amount
 
@@ -96,6 +96,39 @@ def scaled_keys(slots: tuple[PodSlot, ...], request: Resources) -> tuple[tuple[A
     return tuple(keys)
 
 
+def runs_only_keys(slots: tuple[PodSlot, ...], request: Resources) -> list[Amount] | None:
+    """The fast path of :func:`scaled_keys`, or ``None`` when it does not apply.
+
+    When every pod's only capacity entry > 0 is an integer ``runs`` (the default
+    capacity and the common case) and the request asks for ``runs`` > 0, a key
+    ``(max ratio, sum of ratios)`` is ``(x, x)`` with ``x = (used + requested) / c``:
+    ordering and equality of keys are those of ``x``, and ``x × L`` (``L`` the lcm of
+    the capacities) is an integer. So one integer per pod, computed in one pass.
+    """
+    requested = request.get(RUNS_RESOURCE, 0)
+    if requested <= 0:
+        return None
+    capacities = {slot.pod.only_runs_capacity for slot in slots}
+    if 0 in capacities:
+        return None
+    scale = lcm(*capacities)
+    if scale.bit_length() > _MAX_SCALE_BITS:
+        return None
+    factors = {c: scale // c for c in capacities}
+    used = [slot.usage.get(RUNS_RESOURCE, 0) for slot in slots]
+    if used and min(used) < 0:
+        return None  # projected could be <= 0: the general path skips such ratios
+    return [(u + requested) * factors[slot.pod.only_runs_capacity] for u, slot in zip(used, slots)]
+
+
+def fast_group_starts(keys: Sequence[object]) -> list[int]:
+    """:func:`group_starts` for keys that are single comparable values, at C speed."""
+    ordered = sorted(keys)  # type: ignore[type-var]
+    # Walking the sorted keys backwards, the last write for a key is its first index.
+    first = dict(zip(reversed(ordered), range(len(ordered) - 1, -1, -1)))
+    return list(map(first.__getitem__, keys))
+
+
 def group_starts(keys: Sequence[tuple[Amount, Amount]]) -> tuple[int, ...]:
     """For each key (in order), the first index of its group of equal keys in the stable sort."""
     order = sorted(range(len(keys)), key=keys.__getitem__)
@@ -114,7 +147,9 @@ def rank_scores(starts: tuple[int, ...]) -> tuple[int, ...]:
     if count == 1:
         return (100,)
     last = count - 1
-    return tuple((last - s) * 100 // last for s in starts)
+    # Few distinct starts (pods share loads): compute each score once.
+    score = {s: (last - s) * 100 // last for s in set(starts)}
+    return tuple(map(score.__getitem__, starts))
 
 
 @final
@@ -126,6 +161,9 @@ class LeastLoaded:
         request = run.requests
 
         def scorer(slots: tuple[PodSlot, ...]) -> tuple[int, ...]:
+            fast = runs_only_keys(slots, request)
+            if fast is not None:
+                return tuple(fast_group_starts(fast))
             return group_starts(scaled_keys(slots, request))
 
         return Success(scorer)

@@ -7,6 +7,7 @@ module with no side effects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, final
 
@@ -15,6 +16,7 @@ from returns.result import Result, Success
 from kruntimes.pure.messages import REJECT_WORKSPACE_PLACEMENT, REJECT_WORKSPACE_UNAVAILABLE
 from kruntimes.pure.model import WORKSPACE_MODE_LOCAL, PodSlot, Run, Snapshot, Workspace, WorkspaceRef
 from kruntimes.pure.plan import CycleError
+from kruntimes.pure.plugins.batch import BatchFilter, Selection, rejected_as
 
 if TYPE_CHECKING:
     from kruntimes.pure.framework import FilterPlugin, PodFilter
@@ -88,13 +90,21 @@ class WorkspacePlacement:
         if isinstance(constraint, NoConstraint):
             return Success(None)
         if isinstance(constraint, Unavailable):
-            return Success(_reject_all)
+            return Success(BatchFilter(_reject_all, _reject_every))
         bound = constraint.pod
 
         def pod_filter(slot: PodSlot) -> str | None:
             return None if slot.pod.name == bound else REJECT_WORKSPACE_PLACEMENT
 
-        return Success(pod_filter)
+        def select(slots: Sequence[PodSlot]) -> Selection:
+            kept = [slot for slot in slots if slot.pod.name == bound]
+            return rejected_as(REJECT_WORKSPACE_PLACEMENT, len(slots), kept)
+
+        return Success(BatchFilter(pod_filter, select))
+
+
+def _reject_every(slots: Sequence[PodSlot]) -> Selection:
+    return rejected_as(REJECT_WORKSPACE_UNAVAILABLE, len(slots), [])
 
 
 _: FilterPlugin = WorkspacePlacement()

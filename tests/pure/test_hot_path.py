@@ -1,0 +1,191 @@
+"""The planning hot path's fast forms agree exactly with the plain definitions.
+
+- ``PDict`` (the state's persistent map) behaves as a dict under any sequence of updates;
+- every default filter's ``BatchFilter.select`` passes the same slots, in order, and counts
+  the same reasons as calling the filter per slot;
+- LeastLoaded's integer fast path gives the group starts of the exact rational keys;
+- ``ClusterState.pod_slots`` (kept incrementally, with reservations overlaid) equals the
+  slots built from scratch: pods sorted by name, usage = actual + reserved;
+- ``PodScore`` keeps its keyword constructor and fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in
+from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
+from kruntimes.pure.framework import DEFAULT_REGISTRY
+from kruntimes.pure.model import EMPTY_RESOURCES, PodSlot, Resources, Run, RuntimePod
+from kruntimes.pure.plan import PodScore
+from kruntimes.pure.plugins.batch import BatchFilter
+from kruntimes.pure.plugins.least_loaded import fast_group_starts, group_starts, runs_only_keys, scaled_keys
+from kruntimes.pure.resources import add
+from tests.pure.builders import active_run, decoded_pod
+from tests.pure.planning_world import slot
+from tests.pure.test_plan_properties import World, worlds
+
+# --- PDict ------------------------------------------------------------------------------------------
+
+OPS = st.lists(st.tuples(st.booleans(), st.integers(0, 700), st.integers()), max_size=1500)
+
+
+@given(OPS)
+def test_pdict_behaves_as_a_dict_under_any_updates(ops: list[tuple[bool, int, int]]) -> None:
+    reference: dict[int, int] = {}
+    current: PDict[int, int] = empty()
+    versions = [(current, dict(reference))]
+    for put, key, value in ops:
+        if put:
+            reference[key] = value
+            current = current.set(key, value)
+        else:
+            reference.pop(key, None)
+            current = current.discard(key)
+        versions.append((current, dict(reference)))
+    for version, expected in versions[:: max(1, len(versions) // 20)] + [versions[-1]]:
+        assert dict(version.items()) == expected, "older versions are untouched by later updates"
+        assert len(version) == len(expected)
+        assert all(version.get(k) == v and k in version for k, v in expected.items())
+        assert sorted(version) == sorted(expected)
+    assert current == pdict(reference)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40), st.integers(0, 300)), max_size=800))
+def test_nested_set_in_and_discard_in_keep_no_empty_inner_maps(ops: list[tuple[bool, int, int]]) -> None:
+    reference: dict[int, set[int]] = {}
+    current: PDict[int, PDict[int, int]] = empty()
+    for put, key, name in ops:
+        if put:
+            reference.setdefault(key, set()).add(name)
+            current = set_in(current, key, name, name)
+        else:
+            members = reference.get(key)
+            if members is not None:
+                members.discard(name)
+                if not members:
+                    del reference[key]
+            current = discard_in(current, key, name)
+    assert {k: set(v) for k, v in current.items()} == reference
+    assert len(current) == len(reference)
+
+
+# --- filters ------------------------------------------------------------------------------------------
+
+
+@given(worlds())
+def test_batch_select_agrees_with_the_per_slot_filter(world: World) -> None:
+    snap = world.snapshot()
+    for entry in DEFAULT_REGISTRY.filters:
+        pod_filter = entry.plugin.prepare(world.run, snap).unwrap()
+        if pod_filter is None:
+            continue
+        assert isinstance(pod_filter, BatchFilter)
+        kept, counts = pod_filter.select(world.pods)
+        verdicts = [(s, pod_filter(s)) for s in world.pods]
+        assert kept == [s for s, reason in verdicts if reason is None]
+        expected: dict[str, int] = {}
+        for _, reason in verdicts:
+            if reason is not None:
+                expected[reason] = expected.get(reason, 0) + 1
+        assert counts == expected
+
+
+# --- LeastLoaded ------------------------------------------------------------------------------------------
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 9), st.integers(0, 12), st.booleans()), min_size=1, max_size=12),
+    st.integers(1, 3),
+)
+def test_least_loaded_integer_keys_rank_exactly_like_rational_keys(
+    pods: list[tuple[int, int, bool]], requested: int
+) -> None:
+    slots = tuple(
+        slot(f"p{i}", {"runs": str(cap), **({"cpu": "0"} if zero_cpu else {})}, {"runs": used})
+        for i, (cap, used, zero_cpu) in enumerate(pods)
+    )
+    request: Resources = {"runs": requested}
+    fast = runs_only_keys(slots, request)
+    assert fast is not None
+    assert tuple(fast_group_starts(fast)) == group_starts(scaled_keys(slots, request))
+
+
+def test_least_loaded_fast_path_declines_other_capacities() -> None:
+    slots = (slot("a", {"runs": "2", "cpu": "2"}, {"runs": 1}), slot("b", {"runs": "2"}, {}))
+    assert runs_only_keys(slots, {"runs": 1}) is None
+    assert runs_only_keys(slots[1:], {"cpu": 1}) is None
+
+
+# --- pod slots kept in the state ------------------------------------------------------------------------------
+
+
+def _expected_slots(state: ClusterState, runtime: str, extra: Mapping[str, Resources]) -> tuple[PodSlot, ...]:
+    pods = sorted((p for p in state.pods() if p.namespace == "default" and p.runtime == runtime), key=lambda p: p.name)
+    return tuple(
+        PodSlot(p, add(state.usage("default", p.name), extra.get(p.name, EMPTY_RESOURCES))) for p in pods
+    )
+
+
+POD_NAMES = [f"pod-{i:02d}" for i in range(0, 150, 7)]
+
+
+@st.composite
+def events(draw: st.DrawFn) -> list[Event]:
+    out: list[Event] = []
+    for _ in range(draw(st.integers(0, 60))):
+        name = draw(st.sampled_from(POD_NAMES))
+        kind = draw(st.sampled_from(["pod", "pod", "run", "run", "run"]))
+        deleted = draw(st.integers(0, 5)) == 0
+        obj: RuntimePod | Run
+        if kind == "pod":
+            runtime = draw(st.sampled_from(["python", "python", "node", None]))
+            capacity = {"runs": str(draw(st.integers(1, 5)))}
+            obj = decoded_pod(name, runtime=runtime, capacity=capacity, resource_version=str(len(out)))
+        else:
+            run_name = f"run-{draw(st.integers(0, 30))}"
+            phase = draw(st.sampled_from(["Running", "Scheduled", "Succeeded", "Pending"]))
+            requests = {"runs": str(draw(st.integers(1, 2)))}
+            obj = active_run(run_name, name, phase=phase, requests=requests, resource_version=str(len(out)))
+        out.append(Event("DELETED" if deleted else "MODIFIED", obj))
+    return out
+
+
+@given(events(), st.dictionaries(st.sampled_from(POD_NAMES), st.integers(0, 3), max_size=8))
+def test_pod_slots_kept_incrementally_equal_slots_built_from_scratch(
+    stream: list[Event], reserved: dict[str, int]
+) -> None:
+    state = EMPTY_STATE
+    for event in stream:
+        state = apply(state, event)
+    extra: dict[str, Resources] = {pod: {"runs": n} for pod, n in reserved.items()}
+    for runtime in ("python", "node"):
+        assert state.pod_slots("default", runtime, extra) == _expected_slots(state, runtime, extra)
+        assert state.pod_slots("default", runtime) == _expected_slots(state, runtime, {})
+    rebuilt = from_objects([*state.pods(), *state.runs()])
+    assert rebuilt == state
+    assert rebuilt.pod_slots("default", "python", extra) == state.pod_slots("default", "python", extra)
+
+
+def test_pod_groups_split_into_chunks_and_stay_sorted() -> None:
+    state = EMPTY_STATE
+    names = [f"p{(i * 37) % 500:03d}" for i in range(500)]
+    for name in names:
+        state = apply(state, Event("ADDED", decoded_pod(name)))
+    assert [s.pod.name for s in state.pod_slots("default", "python")] == sorted(names)
+    for name in names[::3]:
+        state = apply(state, Event("DELETED", decoded_pod(name)))
+    assert [s.pod.name for s in state.pod_slots("default", "python")] == sorted(set(names) - set(names[::3]))
+
+
+# --- PodScore ------------------------------------------------------------------------------------------------
+
+
+def test_pod_score_keeps_its_fields_and_keyword_constructor() -> None:
+    score = PodScore(pod="a", by_plugin=(("LeastLoaded", 100),), total=100)
+    assert (score.pod, score.by_plugin, score.total) == ("a", (("LeastLoaded", 100),), 100)
+    assert score == PodScore("a", (("LeastLoaded", 100),), 100)
+    assert repr(score) == "PodScore(pod='a', by_plugin=(('LeastLoaded', 100),), total=100)"
