@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -20,3 +21,12 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=2_000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--chaos-large",
+        action="store_true",
+        default=False,
+        help="run tests/chaos at the large size (also: KRUNTIMES_CHAOS=large)",
+    )

@@ -143,6 +143,12 @@ class DevClusterHTTPServer(ThreadingHTTPServer):
             self._watches -= 1
             self._watches_done.notify_all()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that vanished mid-request (a killed scheduler) is normal here, not a bug."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
+
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
             self._connections.add(request)
@@ -272,13 +278,20 @@ class Handler(BaseHTTPRequestHandler):
             if route is None:
                 raise ApiError("NotFound", "the server could not find the requested resource")
             self._serve_resource(method, route, query, body)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
         except ApiError as exc:
+            self._answer_error(exc)
+        except Exception as exc:  # a bug: answer like the API server would, and say where
+            traceback.print_exc(file=sys.stderr)
+            self._answer_error(errors.internal_error(f"{type(exc).__name__}: {exc}"))
+
+    def _answer_error(self, exc: ApiError) -> None:
+        """Send the error ``Status``; a client that already hung up gets nothing, quietly."""
+        try:
             self._send_error(exc)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
-        except Exception as exc:  # a bug: answer like the API server would, and say where
-            traceback.print_exc(file=sys.stderr)
-            self._send_error(errors.internal_error(f"{type(exc).__name__}: {exc}"))
 
     def _authenticate(self) -> None:
         token = self.srv.settings.token

@@ -17,6 +17,7 @@ from typing import Final, Literal, TypeAlias, cast
 
 from returns.result import Failure, Result, Success
 
+from kruntimes.pure.messages import bounded_name
 from kruntimes.pure.model import (
     API_VERSION,
     CAPACITY_ANNOTATION_PREFIX,
@@ -54,7 +55,6 @@ DecodeReason: TypeAlias = Literal["NotAnObject", "MissingField", "WrongType", "U
 
 MAX_TERMS: Final = 32
 """At most this many terms per affinity list (the CRD's bound; keeps hostile input cheap)."""
-MAX_NAME_IN_MESSAGE: Final = 63
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +235,6 @@ def decode_workspace(value: object) -> Result[Workspace, DecodeError]:
 # --- runs ------------------------------------------------------------------------------------
 
 
-def _bounded(name: str) -> str:
-    return name if len(name) <= MAX_NAME_IN_MESSAGE else name[:MAX_NAME_IN_MESSAGE] + "…"
-
-
 def decode_requests(value: object) -> tuple[Resources, str | None]:
     """SPEC §2: the usable requests, and the validation message when any entry is bad.
 
@@ -269,7 +265,7 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
         valid[RUNS_RESOURCE] = 1
     error = None
     if bad:
-        error = f'resource request "{_bounded(min(bad))}" must be a non-negative integer'
+        error = f'resource request "{bounded_name(min(bad))}" must be a non-negative integer'
     return frozen_resources(valid), error
 
 

@@ -1,0 +1,586 @@
+"""The chaos harness: a dev cluster with fault injection, real scheduler processes, then the checker.
+
+One *epoch* is: a fresh in-process dev cluster (simulator on, executing Runs so
+capacity churns), ``replicas`` ``kruntimes scheduler`` subprocesses with leader
+election on short leases, a creator thread adding a mix of Runs (plain,
+multi-slot, preferred and required (anti-)affinity, unfittable, invalid,
+workspace-bound, in two namespaces), a chaos monkey injecting every fault type
+(see :data:`FAULTS`), and a process killer (SIGKILL of the leader, SIGKILL of a
+random replica and restart, SIGTERM). Then the faults stop, the cluster settles,
+the schedulers shut down, and :func:`kruntimes.verify.check_history` judges the
+whole write history. :func:`run_epoch` returns an :class:`EpochResult` with the
+counts. ``tests/chaos/test_chaos.py`` runs a quick epoch; ``benchmarks/chaos_large.py``
+chains many.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Final
+
+from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
+from kruntimes.devcluster.store import WriteContext
+from kruntimes.devcluster.types import GroupResource, Obj
+from kruntimes.pure.model import SchedulerConfig
+from kruntimes.verify import CheckOptions, Report, check_history
+from kruntimes.verify.checker import pending_violations
+
+REPO: Final = Path(__file__).resolve().parents[2]
+KRUNTIMES: Final = REPO / ".venv" / "bin" / "kruntimes"
+RUNS: Final = GroupResource("kruntimes.io", "runs")
+RUNTIMES: Final = GroupResource("kruntimes.io", "runtimes")
+WORKSPACES: Final = GroupResource("kruntimes.io", "persistentworkspaces")
+PODS: Final = GroupResource("", "pods")
+LEASES: Final = GroupResource("coordination.k8s.io", "leases")
+MONKEY: Final = "kruntimes-chaos/monkey"
+CREATOR: Final = "kruntimes-chaos/creator"
+LEASE_NAME: Final = "kruntimes-scheduler"
+STARTUP_GRACE: Final = 3.0
+"""Seconds a scheduler process is given to install its signal handlers before a SIGTERM is judged."""
+STALE_AFTER: Final = 3.0
+"""The schedulers' --heartbeat-stale-after: a paused heartbeat matters within seconds."""
+
+FAULTS: Final = (
+    "conflict_409",
+    "concurrent_writer",
+    "drop_watches",
+    "gone_410",
+    "error_500",
+    "error_503",
+    "throttle_429",
+    "latency",
+    "heartbeat_stop",
+    "pod_unready",
+    "capacity_change",
+    "pod_delete",
+    "cancel",
+    "reset_retry",
+)
+"""Every fault type the monkey injects (process kills are counted separately)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChaosSpec:
+    runs: int = 300
+    namespaces: tuple[str, ...] = ("default", "chaos-b")
+    runtimes: tuple[str, ...] = ("python", "node")
+    pods_per_runtime: int = 3
+    capacity: int = 2
+    replicas: int = 2
+    workers: int = 4
+    create_rate: float = 40.0
+    """Runs created per second (the creator sleeps between batches)."""
+    fault_interval: float = 0.25
+    """Seconds between two monkey actions."""
+    leader_kills: int = 2
+    sigkill_restarts: int = 2
+    sigterm_restarts: int = 1
+    execute_runs: float = 0.3
+    settle_timeout: float = 60.0
+    race_window: float = 3.0
+    seed: int = 1
+    faults: tuple[str, ...] = FAULTS
+
+
+@dataclass(slots=True)
+class EpochResult:
+    report: Report
+    faults: Counter[str] = field(default_factory=Counter)
+    kills: Counter[str] = field(default_factory=Counter)
+    runs_created: int = 0
+    phases: Counter[str] = field(default_factory=Counter)
+    settled: bool = False
+    seconds: float = 0.0
+    stragglers: list[str] = field(default_factory=list)
+    scheduler_exit_codes: list[int | None] = field(default_factory=list)
+    graceful_exit_codes: list[int | None] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "runs_created": self.runs_created,
+            "phases": dict(self.phases),
+            "faults": dict(self.faults),
+            "kills": dict(self.kills),
+            "settled": self.settled,
+            "seconds": round(self.seconds, 1),
+            "stragglers": self.stragglers[:10],
+            "scheduler_exit_codes": self.scheduler_exit_codes,
+            "graceful_exit_codes": self.graceful_exit_codes,
+            "check": self.report.summary(),
+        }
+
+
+# --- scheduler processes -----------------------------------------------------------------
+
+
+class Fleet:
+    """``replicas`` scheduler subprocesses; each (re)start gets a fresh identity ``r<replica>g<generation>``."""
+
+    def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int) -> None:
+        self.kubeconfig = kubeconfig
+        self.logs = logs
+        self.workers = workers
+        self.procs: list[subprocess.Popen[bytes] | None] = [None] * replicas
+        self.identities: list[str] = [""] * replicas
+        self.started: list[float] = [0.0] * replicas
+        self.generation = 0
+        self.exit_codes: list[int | None] = []
+        self.graceful_exit_codes: list[int | None] = []
+        """Exit codes of the SIGTERMed processes (graceful shutdown must exit 0)."""
+        self._files: list[Any] = []
+
+    def start(self, replica: int) -> str:
+        self.generation += 1
+        identity = f"r{replica}g{self.generation}"
+        log = open(self.logs / f"scheduler-{identity}.log", "wb")  # noqa: SIM115 (closed in stop_all)
+        self._files.append(log)
+        argv = [
+            str(KRUNTIMES), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(self.workers),
+            "--leader-elect", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
+            "--leader-elect-retry-period", "300ms", "--leader-elect-identity", identity,
+            "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+            "--heartbeat-stale-after", f"{int(STALE_AFTER)}s", "--log-format", "json", "--log-level", "warning",
+        ]
+        self.procs[replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        self.started[replica] = time.monotonic()
+        self.identities[replica] = identity
+        return identity
+
+    def start_all(self) -> None:
+        for replica in range(len(self.procs)):
+            self.start(replica)
+
+    def replica_of(self, identity: str) -> int | None:
+        for replica, known in enumerate(self.identities):
+            if known == identity and self.procs[replica] is not None:
+                return replica
+        return None
+
+    def kill(self, replica: int, sig: signal.Signals = signal.SIGKILL, *, wait: float = 30.0) -> None:
+        proc = self.procs[replica]
+        if proc is None:
+            return
+        proc.send_signal(sig)
+        try:
+            code: int | None = proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait(5)
+        self.exit_codes.append(code)
+        if sig == signal.SIGTERM:
+            self.graceful_exit_codes.append(code)
+        self.procs[replica] = None
+
+    def stop_all(self) -> None:
+        """SIGTERM every replica once (a second signal means "exit now") and collect the exit codes."""
+        live = [(replica, proc) for replica, proc in enumerate(self.procs) if proc is not None]
+        # judge the graceful shutdown of a running scheduler, not of one still importing its modules
+        youngest = max((self.started[replica] for replica, _ in live), default=0.0)
+        time.sleep(max(0.0, youngest + STARTUP_GRACE - time.monotonic()))
+        for _, proc in live:
+            proc.send_signal(signal.SIGTERM)
+        for replica, proc in live:
+            try:
+                code: int | None = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait(5)
+            self.exit_codes.append(code)
+            self.graceful_exit_codes.append(code)
+            self.procs[replica] = None
+        for log in self._files:
+            log.close()
+
+
+def lease_holder(cluster: DevCluster) -> str:
+    obj = cluster.store.read(LEASES, _key("default", LEASE_NAME))
+    if obj is None:
+        return ""
+    return str((obj.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _key(namespace: str, name: str) -> Any:
+    from kruntimes.devcluster.types import ObjectKey
+
+    return ObjectKey(namespace, name)
+
+
+# --- the world ------------------------------------------------------------------------------
+
+
+class World:
+    """Writes into the dev cluster in-process (as the chaos monkey or the Run creator) and counts faults."""
+
+    def __init__(self, cluster: DevCluster, spec: ChaosSpec, rng: random.Random) -> None:
+        self.cluster = cluster
+        self.spec = spec
+        self.rng = rng
+        self.faults: Counter[str] = Counter()
+        self.armed: dict[int, tuple[str, int]] = {}
+        self.paused: dict[tuple[str, str], float] = {}
+        self.lock = threading.Lock()
+        self.created = 0
+
+    def rd(self, resource: GroupResource) -> Any:
+        rd = self.cluster.registry.storage(resource)
+        assert rd is not None, resource
+        return rd
+
+    def objects(self, resource: GroupResource, namespace: str | None = None) -> list[Obj]:
+        return self.cluster.store.list_objects(resource, namespace)[0]
+
+    def write(self, action: Callable[[], object]) -> bool:
+        try:
+            action()
+            return True
+        except ApiError:
+            return False
+
+    # --- setup ---
+
+    def setup(self) -> None:
+        for namespace in self.spec.namespaces:
+            self.cluster.service.ensure_namespace(namespace)
+            for runtime in self.spec.runtimes:
+                self.cluster.add_runtime(runtime, replicas=self.spec.pods_per_runtime, capacity={"runs": str(self.spec.capacity)}, namespace=namespace)
+            # one workspace bound to a pod (placement), one Lost (the Run waits with the workspace message)
+            for name, phase in (("ws-bound", "Bound"), ("ws-lost", "Lost")):
+                ws = self.cluster.service.create(
+                    self.rd(WORKSPACES), namespace,
+                    {"metadata": {"name": name}, "spec": {"runtime": self.spec.runtimes[0], "mode": "RuntimePodLocal"}},
+                    WriteContext("create", user_agent=CREATOR),
+                )
+                status = {"phase": phase, "boundPod": f"{self.spec.runtimes[0]}-0" if phase == "Bound" else ""}
+                self.cluster.service.update(self.rd(WORKSPACES), namespace, name, {**ws, "status": status}, WriteContext("update", "status", CREATOR))
+
+    # --- Runs ---
+
+    def run_body(self, index: int) -> Obj:
+        rng = self.rng
+        runtime = rng.choice(self.spec.runtimes)
+        spec: dict[str, Any] = {"runtime": runtime}
+        labels = {"team": f"t{index % 5}", "app": rng.choice(("web", "batch", "ml"))}
+        roll = rng.random()
+        if roll < 0.10:
+            spec["resources"] = {"requests": {"runs": "2"}}
+        elif roll < 0.20:
+            spec["affinity"] = {"runAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": rng.randint(1, 100), "runAffinityTerm": {"labelSelector": {"matchLabels": {"app": labels["app"]}}, "topologyKey": "kruntimes.io/runtime-pod"}}]}}
+        elif roll < 0.25:
+            spec["affinity"] = {"runAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"team": labels["team"], "app": labels["app"]}}, "topologyKey": "kruntimes.io/runtime-pod"}]}}
+        elif roll < 0.28:
+            labels["cohort"] = f"c{index % 7}"
+            spec["affinity"] = {"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"cohort": labels["cohort"]}}, "topologyKey": "kruntimes.io/runtime-pod"}]}}
+        elif roll < 0.29:
+            spec["resources"] = {"requests": {"gpu": "1"}}  # no pod advertises gpu: waits
+        elif roll < 0.30:
+            spec["resources"] = {"requests": {"runs": rng.choice(("500m", "-1", "abc", "1e99999", "99999999999999999999Ei"))}}
+        elif roll < 0.31:
+            spec["affinity"] = {"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}, "topologyKey": "zone"}]}}
+        elif roll < 0.32:
+            spec["runtime"] = self.spec.runtimes[0]
+            spec["workspace"] = {"name": rng.choice(("ws-bound", "ws-lost", "ws-missing")), "kind": "PersistentWorkspace", "apiGroup": "kruntimes.io"}
+        elif roll < 0.33:
+            spec["cancelRequested"] = True
+        return {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": f"run-{index}", "labels": labels}, "spec": spec}
+
+    def create_runs(self, total: int, stop: threading.Event) -> None:
+        batch = max(1, int(self.spec.create_rate / 10))
+        index = 0
+        while index < total and not stop.is_set():
+            started = time.monotonic()
+            for _ in range(min(batch, total - index)):
+                namespace = self.spec.namespaces[index % len(self.spec.namespaces)]
+                body = self.run_body(index)
+                index += 1
+                if self.write(lambda: self.cluster.service.create(self.rd(RUNS), namespace, body, WriteContext("create", user_agent=CREATOR))):
+                    with self.lock:
+                        self.created += 1
+            stop.wait(max(0.0, batch / self.spec.create_rate - (time.monotonic() - started)))
+
+    # --- faults ---
+
+    def arm(self, kind: str, rule_id: int, count: int) -> None:
+        self.armed[rule_id] = (kind, count)
+
+    def fired(self) -> Counter[str]:
+        """Injected faults by type: monkey writes as counted, API faults as actually fired."""
+        counts = Counter(self.faults)
+        live = {rule.id: rule for rule in self.cluster.faults.rules()}
+        for rule_id, (kind, count) in self.armed.items():
+            rule = live.get(rule_id)
+            counts[kind] += rule.fired if rule is not None else count
+        return counts
+
+    def monkey(self, stop: threading.Event) -> None:
+        actions: dict[str, Callable[[], None]] = {
+            "conflict_409": lambda: self.arm("conflict_409", self.cluster.faults.conflict("runs", subresource="status", count=(n := self.rng.randint(1, 3))), n),
+            "concurrent_writer": self.touch_pending,
+            "drop_watches": self.drop_watches,
+            "gone_410": self.gone,
+            "error_500": lambda: self.api_error(500),
+            "error_503": lambda: self.api_error(503),
+            "throttle_429": lambda: self.api_error(429),
+            "latency": self.latency,
+            "heartbeat_stop": self.stop_heartbeat,
+            "pod_unready": self.unready,
+            "capacity_change": self.change_capacity,
+            "pod_delete": self.delete_pod,
+            "cancel": self.cancel,
+            "reset_retry": self.reset_retry,
+        }
+        order: list[Callable[[], None]] = []
+        while not stop.wait(self.spec.fault_interval):
+            self.resume_due()
+            if not order:  # every type once per round, in a fresh random order
+                order = [actions[name] for name in self.spec.faults]
+                self.rng.shuffle(order)
+            try:
+                order.pop()()
+            except ApiError:
+                pass
+
+    def api_error(self, code: int) -> None:
+        verbs = self.rng.choice((("patch",), ("list",), ("watch",), ("get", "list", "watch", "patch", "create", "update")))
+        resource = self.rng.choice(("runs", "pods", "leases", None))
+        count = self.rng.randint(1, 3)
+        kind = {500: "error_500", 503: "error_503", 429: "throttle_429"}[code]
+        rule = self.cluster.faults.error(code, resource, verbs=verbs, count=count, retry_after=1 if code == 429 else None)
+        self.arm(kind, rule, count)
+
+    def latency(self) -> None:
+        count = self.rng.randint(2, 6)
+        self.arm("latency", self.cluster.faults.latency(self.rng.uniform(0.2, 1.0), self.rng.choice(("runs", "pods", None)), count=count), count)
+
+    def drop_watches(self) -> None:
+        self.faults["drop_watches"] += self.cluster.faults.drop_watches(self.rng.choice(("runs", "pods", None)), abort=self.rng.random() < 0.5)
+
+    def gone(self) -> None:
+        count = self.rng.randint(1, 3)
+        self.arm("gone_410", self.cluster.faults.expire_next_watch(self.rng.choice(("runs", "pods", None)), count=count), count)
+        self.cluster.faults.drop_watches()
+
+    def pick(self, resource: GroupResource, predicate: Callable[[Obj], bool], k: int = 1) -> list[Obj]:
+        namespace = self.rng.choice(self.spec.namespaces)
+        found = [o for o in self.objects(resource, namespace) if predicate(o)]
+        if not found:  # nothing fits there right now: look in every namespace
+            found = [o for o in self.objects(resource) if predicate(o)]
+        return self.rng.sample(found, min(k, len(found)))
+
+    def touch_pending(self) -> None:
+        """A concurrent writer: bump Pending Runs' resourceVersion (a label) so an in-flight bind meets a real 409."""
+        for run in self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase", "") in ("", "Pending"), k=self.rng.randint(1, 5)):
+            meta = run["metadata"]
+            patch = {"metadata": {"labels": {"touched": str(self.rng.randint(0, 9))}}}
+            if self.write(lambda: self.cluster.service.patch(self.rd(RUNS), meta["namespace"], meta["name"], "application/merge-patch+json", patch, WriteContext("patch", user_agent=MONKEY))):
+                self.faults["concurrent_writer"] += 1
+
+    def stop_heartbeat(self) -> None:
+        simulator = self.cluster.simulator
+        assert simulator is not None
+        for pod in self.pick(PODS, lambda o: True):
+            key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if key not in self.paused:
+                simulator.pause_heartbeat(*key)
+                self.paused[key] = time.monotonic() + self.rng.uniform(STALE_AFTER + 1, STALE_AFTER + 5)
+                self.faults["heartbeat_stop"] += 1
+
+    def resume_due(self, *, everything: bool = False) -> None:
+        simulator = self.cluster.simulator
+        assert simulator is not None
+        now = time.monotonic()
+        for key, due in list(self.paused.items()):
+            if everything or now >= due:
+                simulator.resume_heartbeat(*key)
+                del self.paused[key]
+
+    def unready(self) -> None:
+        for pod in self.pick(PODS, lambda o: (o.get("status") or {}).get("phase") == "Running"):
+            status = copy.deepcopy(pod.get("status") or {})
+            status["phase"] = self.rng.choice(("Running", "Pending"))
+            status["conditions"] = [
+                {**c, "status": "False"} if c.get("type") == "Ready" else c for c in status.get("conditions") or []
+            ]
+            meta = pod["metadata"]
+            if self.write(lambda: self.cluster.service.update(self.rd(PODS), meta["namespace"], meta["name"], {**pod, "status": status}, WriteContext("update", "status", MONKEY))):
+                self.faults["pod_unready"] += 1
+
+    def change_capacity(self) -> None:
+        for runtime in self.pick(RUNTIMES, lambda o: True):
+            body = copy.deepcopy(runtime)
+            body["spec"]["capacity"] = {"resources": {"runs": str(self.rng.randint(1, self.spec.capacity + 2))}}
+            meta = runtime["metadata"]
+            if self.write(lambda: self.cluster.service.update(self.rd(RUNTIMES), meta["namespace"], meta["name"], body, WriteContext("update", user_agent=MONKEY))):
+                self.faults["capacity_change"] += 1
+
+    def restore_capacity(self) -> None:
+        for runtime in self.objects(RUNTIMES):
+            body = copy.deepcopy(runtime)
+            body["spec"]["capacity"] = {"resources": {"runs": str(self.spec.capacity)}}
+            meta = runtime["metadata"]
+            self.write(lambda: self.cluster.service.update(self.rd(RUNTIMES), meta["namespace"], meta["name"], body, WriteContext("update", user_agent=MONKEY)))
+
+    def delete_pod(self) -> None:
+        for pod in self.pick(PODS, lambda o: True):
+            meta = pod["metadata"]
+            if self.write(lambda: self.cluster.service.delete(self.rd(PODS), meta["namespace"], meta["name"], WriteContext("delete", user_agent=MONKEY))):
+                self.faults["pod_delete"] += 1
+
+    def cancel(self) -> None:
+        for run in self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase", "") in ("", "Pending", "Scheduled", "Running")):
+            meta = run["metadata"]
+            patch = {"spec": {"cancelRequested": True}}
+            if self.write(lambda: self.cluster.service.patch(self.rd(RUNS), meta["namespace"], meta["name"], "application/merge-patch+json", patch, WriteContext("patch", user_agent=MONKEY))):
+                self.faults["cancel"] += 1
+
+    def reset_retry(self) -> None:
+        """What runtimed does when a Run's attempt fails and it retries: back to Pending, unassigned."""
+        wanted = self.rng.randint(1, 3)
+        for _ in range(10):  # the simulator moves Runs on within 0.3 s: a conflict just means "pick again"
+            if self._reset_some(wanted):
+                return
+
+    def _reset_some(self, wanted: int) -> bool:
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        done = False
+        for run in self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase") in ("Scheduled", "Running"), k=wanted):
+            status = copy.deepcopy(run.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Running"]
+            conditions.append({"type": "Running", "status": "False", "reason": "Retrying", "message": "attempt failed; retrying", "lastTransitionTime": stamp})
+            status.update(phase="Pending", attempt=int(status.get("attempt") or 1) + 1, conditions=conditions)
+            status.pop("assignedPod", None)
+            status.pop("assignedPodUID", None)
+            status.pop("message", None)
+            meta = run["metadata"]
+            if self.write(lambda: self.cluster.service.update(self.rd(RUNS), meta["namespace"], meta["name"], {**run, "status": status}, WriteContext("update", "status", MONKEY))):
+                self.faults["reset_retry"] += 1
+                done = True
+        return done
+
+
+# --- one epoch --------------------------------------------------------------------------------
+
+
+def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, duration: float, kills: Counter[str]) -> None:
+    plan = ["leader_sigkill"] * spec.leader_kills + ["sigkill_restart"] * spec.sigkill_restarts + ["sigterm_restart"] * spec.sigterm_restarts
+    world.rng.shuffle(plan)
+    if not plan:
+        return
+    gap = duration / (len(plan) + 1)
+    for action in plan:
+        if stop.wait(world.rng.uniform(0.5 * gap, 1.5 * gap)):
+            return
+        if action == "leader_sigkill":
+            holder = lease_holder(world.cluster)
+            replica = fleet.replica_of(holder)
+            if replica is None:
+                replica = world.rng.randrange(len(fleet.procs))
+            fleet.kill(replica, signal.SIGKILL)
+        else:
+            replica = world.rng.randrange(len(fleet.procs))
+            if action == "sigterm_restart":
+                stop.wait(max(0.0, fleet.started[replica] + STARTUP_GRACE - time.monotonic()))
+            fleet.kill(replica, signal.SIGKILL if action == "sigkill_restart" else signal.SIGTERM)
+        kills[action] += 1
+        stop.wait(world.rng.uniform(0.0, 1.0))
+        fleet.start(replica)
+
+
+def settled(cluster: DevCluster, config: SchedulerConfig) -> list[str]:
+    """What still keeps the cluster from being settled: Runs executing, or Pending Runs the checker would flag."""
+    runs = cluster.store.list_objects(RUNS)[0]
+    busy = [f"{r['metadata']['namespace']}/{r['metadata']['name']}: {r['status']['phase']}" for r in runs if (r.get("status") or {}).get("phase") in ("Scheduled", "Running", "Ready")]
+    if busy:
+        return busy
+    pods = cluster.store.list_objects(PODS)[0]
+    workspaces = cluster.store.list_objects(WORKSPACES)[0]
+    return [str(v) for v in pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)]
+
+
+def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = lambda _m: None) -> EpochResult:
+    """Run one chaos epoch in ``workdir`` (scheduler logs go there) and check its history."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    rng = random.Random(spec.seed)
+    config = SchedulerConfig(heartbeat_stale_after=timedelta(seconds=STALE_AFTER))
+    kills: Counter[str] = Counter()
+    with DevCluster.start(
+        simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=spec.execute_runs),
+        auto_create_namespaces=True, fault_seed=spec.seed, bookmark_interval=5.0, event_window=50_000,
+    ) as cluster:
+        world = World(cluster, spec, rng)
+        world.setup()
+        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers)
+        fleet.start_all()
+        stop = threading.Event()
+        creator = threading.Thread(target=world.create_runs, args=(spec.runs, stop), name="creator", daemon=True)
+        monkey = threading.Thread(target=world.monkey, args=(stop,), name="monkey", daemon=True)
+        duration = spec.runs / spec.create_rate
+        killer = threading.Thread(target=_killer, args=(world, fleet, spec, stop, duration, kills), name="killer", daemon=True)
+        for thread in (creator, monkey, killer):
+            thread.start()
+        creator.join()
+        killer.join()
+        # keep injecting (briefly) until every fault type has actually happened at least once
+        extra = time.monotonic() + 15.0
+        while time.monotonic() < extra and any(world.fired()[kind] == 0 for kind in spec.faults):
+            time.sleep(0.2)
+        stop.set()
+        monkey.join()
+        log(f"created {world.created} runs in {time.monotonic() - started:.0f}s; settling")
+        # the faults end; the world heals; the schedulers must converge
+        cluster.faults.clear()
+        world.resume_due(everything=True)
+        world.restore_capacity()
+        for replica, proc in enumerate(fleet.procs):
+            if proc is None:
+                fleet.start(replica)
+        deadline = time.monotonic() + spec.settle_timeout
+        remaining = settled(cluster, config)
+        while remaining and time.monotonic() < deadline:
+            time.sleep(1.0)
+            remaining = settled(cluster, config)
+        fired = world.fired()
+        final_now = datetime.now(timezone.utc)
+        fleet.stop_all()
+        history = cluster.history()
+        report = check_history(history, CheckOptions(race_window=spec.race_window, final_now=final_now, config=config))
+        phases = Counter(str((r.get("status") or {}).get("phase") or "Pending") for r in cluster.store.list_objects(RUNS)[0])
+        return EpochResult(
+            report=report, faults=fired, kills=kills, runs_created=world.created, phases=phases,
+            settled=not remaining, seconds=time.monotonic() - started, stragglers=remaining,
+            scheduler_exit_codes=fleet.exit_codes, graceful_exit_codes=fleet.graceful_exit_codes,
+        )
+
+
+def main() -> int:
+    """``python -m tests.chaos.harness [RUNS]``: one epoch, JSON summary on stdout."""
+    import tempfile
+
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run_epoch(ChaosSpec(runs=runs), Path(tmp), log=lambda m: print(m, file=sys.stderr, flush=True))
+        print(json.dumps(result.summary(), indent=2))
+        if os.environ.get("KEEP_LOGS"):
+            for path in Path(tmp).glob("*.log"):
+                print(path.name, path.read_text()[-2000:], file=sys.stderr)
+    return 0 if result.report.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,318 @@
+"""The invariant checker catches each violation it exists for (hand-made histories), and passes clean ones.
+
+Without these, a green chaos test would only show the checker is blind.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from kruntimes.pure import messages
+from kruntimes.verify import CheckOptions, Report, check_history, records_from_json
+
+from .histories import EVENTS, PODS, RUNS, SCHED, History
+
+WAIT = messages.waiting_for_pods("python")
+
+
+def check(h: History, **options: object) -> Report:
+    return check_history(h.records, CheckOptions(**options))  # type: ignore[arg-type]
+
+
+def only(report: Report, invariant: str) -> None:
+    counts = report.counts()
+    assert counts[invariant] >= 1, report.summary()
+    assert all(n == 0 for name, n in counts.items() if name != invariant), report.summary()
+
+
+def test_a_clean_history_passes() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "2"})
+    for name in ("a", "b", "c"):
+        h.run(name)
+    h.bind("a", "p0")
+    h.bind("b", "p0")
+    h.wait("c", WAIT)
+    h.event()
+    report = check(h)
+    assert report.ok, report.summary()
+    assert report.binds == 2 and report.checked["capacity"] == 2 and report.checked["final_state"] == 1  # only c is still Pending
+    assert report.writers == {SCHED: 4}
+
+
+def test_capacity_overcommit_is_caught() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "2"})
+    for name in ("a", "b", "c"):
+        h.run(name)
+        h.bind(name, "p0")
+    report = check(h, check_final=False)
+    only(report, "capacity")
+    (v,) = report.violations
+    assert (v.run, v.pod, v.resource_version) == ("default/c", "p0", h.rv)
+    assert "usage 3 > capacity 2" in v.detail
+
+
+def test_capacity_counts_requests_and_default_runs() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "4", "gpu": "2"})
+    h.run("a", requests={"gpu": "1"})
+    h.run("b", requests={"gpu": "2"})
+    h.bind("a", "p0")
+    h.bind("b", "p0")
+    assert check(h, check_final=False).count("capacity") == 1
+    h2 = History()
+    h2.pod("p0")  # default runs: 2
+    h2.run("a", requests={"runs": "2"})
+    h2.run("b")
+    h2.bind("a", "p0")
+    h2.bind("b", "p0")
+    assert check(h2, check_final=False).count("capacity") == 1
+
+
+def test_capacity_uses_the_pod_as_it_stood_at_the_bind() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "1"})
+    h.run("a")
+    h.run("b")
+    h.bind("a", "p0")
+    h.set_capacity("p0", {"runs": "2"})
+    h.bind("b", "p0")  # fits the new capacity
+    assert check(h, check_final=False).ok
+    h.set_capacity("p0", {"runs": "1"})  # lowering capacity later is not the scheduler's overcommit
+    assert check(h, check_final=False).ok
+
+
+def test_finished_runs_free_capacity() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "1"})
+    h.run("a")
+    h.run("b")
+    h.bind("a", "p0")
+    h.finish("a")
+    h.bind("b", "p0")
+    assert check(h).ok
+
+
+def test_a_bind_to_a_missing_or_foreign_pod_is_caught() -> None:
+    h = History()
+    h.pod("p0")
+    h.pod("j0", runtime="java")
+    h.run("a")
+    h.run("b")
+    h.run("c")
+    h.bind("a", "nope")
+    h.bind("b", "j0")
+    h.bind("c", "p0", pod_uid="stale-uid")
+    report = check(h, check_final=False)
+    only(report, "capacity")
+    details = [v.detail for v in report.violations]
+    assert details == [
+        "bound to a pod that does not exist",
+        "bound to a pod of another runtime",
+        "bound to a pod UID that is not the pod's current UID",
+    ]
+
+
+def test_a_pod_change_within_the_race_window_excuses_the_bind() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "2"})
+    h.run("a")
+    h.run("b")
+    h.bind("a", "p0")
+    h.set_capacity("p0", {"runs": "1"})  # while b's bind was in flight
+    h.bind("b", "p0")
+    strict = check(h, check_final=False)
+    assert strict.count("capacity") == 1
+    lenient = check(h, check_final=False, race_window=1.0)
+    assert lenient.ok and lenient.raced_binds == 1
+    h.advance(5.0)
+    h.run("c")
+    h.bind("c", "p0")  # long after: no excuse
+    assert check(h, check_final=False, race_window=1.0).count("capacity") == 1
+
+
+def test_a_deleted_pod_within_the_window_excuses_the_bind() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a")
+    h.delete_pod("p0")
+    h.bind("a", "p0")
+    assert check(h, check_final=False).count("capacity") == 1
+    assert check(h, check_final=False, race_window=1.0).raced_binds == 1
+
+
+def test_a_bind_of_invalid_requests_is_caught() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a", requests={"runs": "500m"})
+    h.bind("a", "p0")
+    assert check(h, check_final=False).count("capacity") == 1
+
+
+def test_double_bind_without_reset_is_caught() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "4"})
+    h.run("a")
+    h.bind("a", "p0")
+    h.status("a", "kubectl", verb="update", phase="Pending")  # pending again but the scheduler rebinds: ok
+    h.bind("a", "p0")
+    assert check(h, check_final=False).ok
+    h2 = History()
+    h2.pod("p0", capacity={"runs": "4"})
+    h2.run("a")
+    h2.bind("a", "p0")
+    h2.bind("a", "p0")
+    report = check(h2, check_final=False)
+    assert report.count("double_bind") == 1
+    assert report.violations[0].run == "default/a"
+
+
+def test_rebind_after_a_retry_reset_is_fine() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a")
+    h.bind("a", "p0")
+    h.reset("a")
+    h.bind("a", "p0")
+    assert check(h).ok
+
+
+def test_write_discipline_catches_a_lost_update() -> None:
+    """The scheduler overwrote a version that was no longer Pending: it did not carry its planned version."""
+    h = History()
+    h.pod("p0")
+    h.run("a")
+    h.bind("a", "p0")
+    h.finish("a")
+    h.wait("a", WAIT)  # would have been a 409 had it carried the version it planned from
+    report = check(h, check_final=False)
+    assert report.count("write_discipline") == 1
+    assert "phase 'Succeeded'" in report.violations[0].detail
+
+
+def test_write_discipline_catches_wrong_verbs_and_resources() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a")
+    h.status("a", SCHED, verb="update", phase="Pending", message=WAIT)  # a PUT of the status
+    h.raw(RUNS, "update", {**h.objects[("runs", "a")], "spec": {"runtime": "python", "x": 1}}, SCHED)  # a spec write
+    h.raw(PODS, "update", h.objects[("pods", "p0")], SCHED)  # the scheduler never writes pods
+    h.raw(EVENTS, "create", {"metadata": {"name": "e", "namespace": "default"}}, SCHED)  # allowed
+    report = check(h, check_final=False)
+    assert report.count("write_discipline") == 3, report.summary()
+    assert report.count("capacity") == 0
+
+
+def test_leader_only_catches_a_standby_write() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "4"})
+    h.lease("a")
+    h.run("x")
+    h.run("y")
+    h.bind("x", "p0", agent="kruntimes-scheduler/a")
+    h.bind("y", "p0", agent="kruntimes-scheduler/b")  # b is not the holder
+    report = check(h, check_final=False)
+    only(report, "leader_only")
+    assert report.violations[0].run == "default/y"
+    h.lease("b")
+    h.run("z")
+    h.bind("z", "p0", agent="kruntimes-scheduler/b")
+    assert check(h, check_final=False).count("leader_only") == 1
+    h.lease("")  # released: nobody may write
+    h.run("w")
+    h.bind("w", "p0", agent="kruntimes-scheduler/b")
+    assert check(h, check_final=False).count("leader_only") == 2
+
+
+def test_final_state_catches_a_run_left_pending_with_room() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a")
+    report = check(h)
+    only(report, "final_state")
+    assert "a pod has room" in report.violations[0].detail and report.violations[0].pod == "p0"
+
+
+def test_final_state_requires_the_truthful_wait_message() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "1"})
+    h.run("a")
+    h.run("b")
+    h.run("c")
+    h.bind("a", "p0")
+    h.wait("b", WAIT)
+    assert check(h).count("final_state") == 1  # c has no message at all
+    h.wait("c", "waiting because of run a on p0 matching zone=blue")
+    report = check(h)
+    assert report.count("final_state") == 1 and "no truthful wait message" in report.violations[0].detail
+    h.wait("c", messages.waiting_for_affinity("python"))  # one of the four forms, but not this Run's
+    report = check(h)
+    assert report.count("final_state") == 1 and "stale wait message" in report.violations[0].detail
+    h.wait("c", WAIT)
+    assert check(h).ok
+
+
+def test_final_state_catches_a_run_that_should_have_failed() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a", requests={"runs": "abc"})
+    h.wait("a", WAIT)
+    report = check(h)
+    assert report.count("final_state") == 1 and "InvalidResources" in report.violations[0].detail
+
+
+def test_final_state_checks_terminal_reasons_and_message_size() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a", requests={"runs": "abc"})
+    h.run("b", cancelRequested=True)
+    h.fail("a", "InvalidResources", 'resource request "runs" must be a non-negative integer')
+    h.fail("b", "Cancelled", "cancelled by user", phase="Cancelled")
+    assert check(h).ok
+    h.run("c")
+    h.fail("c", "SomethingElse", "x" * 2000)
+    report = check(h)
+    assert report.count("final_state") == 2, report.summary()
+
+
+def test_runs_finished_by_others_and_runs_without_runtime_are_not_judged() -> None:
+    h = History()
+    h.pod("p0")
+    h.run("a", runtime="")
+    h.run("b")
+    h.bind("b", "p0")
+    h.finish("b")
+    h.status("b", "runtimed", verb="update", phase="Failed")
+    assert check(h).ok
+
+
+def test_records_from_json_round_trip() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "1"})
+    h.run("a")
+    h.run("b")
+    h.bind("a", "p0")
+    h.bind("b", "p0")
+    items = [
+        {
+            "resourceVersion": r.resource_version, "type": r.event_type, "verb": r.verb, "group": r.resource.group,
+            "resource": r.resource.plural, "subresource": r.subresource, "namespace": r.namespace, "name": r.name,
+            "userAgent": r.user_agent, "time": r.time, "object": r.object,
+        }
+        for r in h.records
+    ]
+    assert check_history(records_from_json(items), CheckOptions(check_final=False)).counts() == check(h, check_final=False).counts()
+
+
+def test_the_checker_is_pure() -> None:
+    """``kruntimes.verify`` may import the pure core and the standard library's pure parts, never effects or I/O."""
+    root = Path(__file__).resolve().parents[2] / "src" / "kruntimes" / "verify"
+    forbidden = ("kruntimes.effects", "kruntimes.commands", "kruntimes.devcluster", "socket", "http", "subprocess", "threading", "os", "time")
+    for path in sorted(root.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert not any(name == f or name.startswith(f + ".") for f in forbidden), f"{path.name} imports {name}"

@@ -1,0 +1,207 @@
+"""Hostile JSON through the whole pure pipeline: decode → cluster.apply → snapshot.take → plan_cycle →
+status.status_for → status.patch_body. Nothing raises; invalid Runs end ``Fail`` with a reason from the
+closed set and a bounded message that echoes no selector text, label value or name."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from returns.pipeline import is_successful
+
+from kruntimes.pure import messages
+from kruntimes.pure.cluster import EMPTY_STATE, Event, apply, from_objects
+from kruntimes.pure.decode import decode_object, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure.ledger import EMPTY_LEDGER
+from kruntimes.pure.model import DEFAULT_CONFIG, Run, RunKey, RuntimePod, Workspace
+from kruntimes.pure.plan import Bind, Cancel, Delay, Fail, Skip, Wait
+from kruntimes.pure.snapshot import take
+from kruntimes.pure.status import patch_body, status_for
+
+from .strategies import MARK, deep, json_values, pods, runs, workspaces
+
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+FAIL_REASONS = frozenset({messages.REASON_INVALID_RESOURCES, messages.REASON_INVALID_AFFINITY, messages.REASON_INVALID_SPEC})
+MAX_MESSAGE = 1024
+
+
+def decoded(values: list[Any]) -> list[Run | RuntimePod | Workspace]:
+    out: list[Run | RuntimePod | Workspace] = []
+    for value in values:
+        result = decode_object(value)
+        if is_successful(result):
+            out.append(result.unwrap())
+    return out
+
+
+def check_message(text: str) -> None:
+    assert len(text.encode()) <= MAX_MESSAGE, f"unbounded message ({len(text.encode())} bytes)"
+    assert MARK not in text, f"the message echoes hostile input: {text!r}"
+
+
+def plan_and_write(objects: list[Run | RuntimePod | Workspace]) -> None:
+    """Plan every decoded Run against the rest and render its status write; check what a Fail says."""
+    state = EMPTY_STATE
+    for obj in objects:
+        state = apply(state, Event("ADDED", obj))
+    assert from_objects(objects) is not None
+    for run in (o for o in objects if isinstance(o, Run)):
+        snapshot = take(state, EMPTY_LEDGER, RunKey(run.namespace, run.name), NOW, DEFAULT_CONFIG)
+        planned = plan_cycle(snapshot)
+        assert is_successful(planned), planned
+        plan = planned.unwrap()
+        current = snapshot.run
+        if current is None:
+            assert isinstance(plan, Skip)
+            continue
+        invalid = current.spec_error or current.requests_error or current.affinity_error
+        if current.status.pending and (current.runtime or current.spec_error) and not current.cancel_requested and invalid:
+            assert isinstance(plan, Fail), (plan, invalid)
+        if isinstance(plan, Fail):
+            assert plan.reason in FAIL_REASONS
+            check_message(plan.message)
+        if isinstance(plan, (Wait, Cancel)):
+            check_message(plan.message)
+        patch = status_for(plan, current, NOW)
+        if isinstance(plan, (Delay, Skip)):
+            assert patch is None
+        elif patch is not None:
+            body = json.loads(patch_body(patch, current.resource_version))
+            assert body["status"]["phase"]
+            if not isinstance(plan, Bind):
+                check_message(body["status"]["message"] or "")
+
+
+@given(st.lists(st.one_of(runs(), pods(), workspaces()), max_size=8))
+def test_hostile_objects_never_crash_the_pipeline(values: list[Any]) -> None:
+    plan_and_write(decoded(values))
+
+
+@given(runs())
+def test_every_run_decodes_or_is_refused_with_a_value(value: Any) -> None:
+    result = decode_run(value)
+    if not is_successful(result):
+        assert result.failure().reason in ("NotAnObject", "MissingField", "WrongType", "UnknownKind")
+
+
+@given(pods(), st.lists(runs(), max_size=2))
+def test_malformed_pods_are_skipped_or_their_annotations_ignored(value: Any, others: list[Any]) -> None:
+    result = decode_pod(value)
+    if is_successful(result):
+        pod = result.unwrap()
+        assert pod.capacity.get("runs", 0) > 0, "runs capacity is always positive (default 2)"
+        assert all(amount > 0 for amount in pod.capacity.values())
+        assert all(resource and "/" not in resource for resource in pod.capacity)
+        plan_and_write([pod, *decoded(others)])
+
+
+@given(workspaces())
+def test_workspaces_decode_totally(value: Any) -> None:
+    decode_workspace(value)
+
+
+@given(json_values(30))
+def test_arbitrary_json_is_refused_not_raised(value: Any) -> None:
+    for decoder in (decode_object, decode_run, decode_pod, decode_workspace):
+        decoder(value)
+
+
+def _run(spec: Any, labels: Any = None, name: str = "r") -> dict[str, Any]:
+    return {
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Run",
+        "metadata": {"name": name, "namespace": "default", "uid": "u-" + name, "resourceVersion": "7", "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def _pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p0", "namespace": "default", "uid": "pu", "labels": {"runtime": "python"}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "kruntimes.io/RuntimedReady", "status": "True", "lastProbeTime": "2999-01-01T00:00:00Z"}]},
+    }
+
+
+def _plan(run_value: dict[str, Any]) -> Any:
+    objects = decoded([_pod(), run_value])
+    state = from_objects(objects)
+    meta = run_value["metadata"]
+    return plan_cycle(take(state, EMPTY_LEDGER, RunKey("default", meta["name"]), NOW, DEFAULT_CONFIG)).unwrap()
+
+
+def test_absurd_quantities_fail_invalid_resources() -> None:
+    for text in ("1e99999", "500m", "-1", "abc", "1e-99999", "NaN", "1.5.5", "0x10", ""):
+        plan = _plan(_run({"runtime": "python", "resources": {"requests": {"runs": text}}}))
+        assert isinstance(plan, Fail) and plan.reason == "InvalidResources", (text, plan)
+        check_message(plan.message)
+
+
+def test_huge_valid_quantities_wait_and_do_not_hang() -> None:
+    """A huge but well-formed integer quantity is valid (SPEC §2): no pod fits it, so the Run waits."""
+    for text in ("99999999999999999999Ei", "9" * 60, "1e60"):
+        plan = _plan(_run({"runtime": "python", "resources": {"requests": {"runs": text}}}))
+        assert isinstance(plan, Wait), (text, plan)
+        check_message(plan.message)
+    # beyond the parser's deliberate bounds (64 digits, exponent 64): refused in constant time, not computed
+    for text in ("9" * 4000, "1e300", "1e99999"):
+        plan = _plan(_run({"runtime": "python", "resources": {"requests": {"runs": text}}}))
+        assert isinstance(plan, Fail) and plan.reason == "InvalidResources", (text, plan)
+
+
+def test_a_hostile_resource_name_is_bounded_in_the_message() -> None:
+    name = "x" * 5000
+    plan = _plan(_run({"runtime": "python", "resources": {"requests": {name: "abc"}}}))
+    assert isinstance(plan, Fail) and plan.reason == "InvalidResources"
+    assert len(plan.message.encode()) <= MAX_MESSAGE
+
+
+def test_selector_text_never_reaches_an_affinity_message() -> None:
+    secret = MARK + '"}]) DROP TABLE'
+    bad_terms = [
+        {"labelSelector": {"matchLabels": {"app": secret}}, "topologyKey": secret},
+        {"labelSelector": {"matchExpressions": [{"key": secret, "operator": secret, "values": [secret]}]}, "topologyKey": "kruntimes.io/runtime-pod"},
+        {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": [secret, 5]}]}, "topologyKey": "kruntimes.io/runtime-pod"},
+        {"labelSelector": {}, "topologyKey": "kruntimes.io/runtime-pod"},
+        {"labelSelector": {"matchLabels": {secret: 1}}, "topologyKey": "kruntimes.io/runtime-pod"},
+    ]
+    for term in bad_terms:
+        for part in ("runAffinity", "runAntiAffinity"):
+            for spec in (
+                {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+                {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "runAffinityTerm": term}]},
+            ):
+                plan = _plan(_run({"runtime": "python", "affinity": {part: spec}}, labels={"app": secret}, name="r" + MARK.lower().encode().hex()))
+                assert isinstance(plan, Fail) and plan.reason == "InvalidAffinity", (term, plan)
+                check_message(plan.message)
+
+
+def test_too_many_terms_fail_fast() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kruntimes.io/runtime-pod"}
+    plan = _plan(_run({"runtime": "python", "affinity": {"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term] * 10_000}}}))
+    assert isinstance(plan, Fail) and plan.reason == "InvalidAffinity"
+
+
+def test_deep_nesting_does_not_recurse_out() -> None:
+    for depth in (100, 1000, 5000):
+        value = _run({"runtime": "python", "affinity": deep(depth), "resources": deep(depth)})
+        plan = _plan(value)
+        assert isinstance(plan, Fail), plan
+        check_message(plan.message)
+
+
+def test_wrong_types_everywhere_fail_invalid_spec_not_crash() -> None:
+    cases: list[Any] = [
+        {"runtime": 5}, {"runtime": "python", "cancelRequested": "yes"}, {"runtime": "python", "workspace": "ws"},
+        {"runtime": "python", "workspace": {"name": MARK, "kind": "Secret"}}, {"runtime": "python", "resources": [1, 2]},
+        {"runtime": "python", "resources": {"requests": "lots"}}, "not an object", None, [],
+    ]
+    for spec in cases:
+        plan = _plan(_run(spec))
+        assert isinstance(plan, (Fail, Skip)), (spec, plan)
+        if isinstance(plan, Fail):
+            assert plan.reason in FAIL_REASONS
+            check_message(plan.message)
