@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from returns.result import Result
 
@@ -91,6 +91,33 @@ class KubeReader(Protocol):
     ) -> Iterator[WatchEvent]: ...
 
 
+Transform: TypeAlias = Callable[[object], object]
+
+_SETTLED_RUN_STATUS: Final = ("phase", "assignedPod", "assignedPodUID")
+
+
+def slim_run(raw: object) -> object:
+    """Drop what the scheduler never reads from a Run that is not Pending, before decoding.
+
+    A Run whose phase is set and is not ``Pending`` (active or finished) only ever
+    counts as usage and as an affinity target (SPEC §1, §3.2: a cycle for it ends
+    at "not Pending"), which needs its metadata, spec, phase and assignment — not
+    its conditions, message or completionTime. Those are most of a settled Run's
+    decoded size and decode time, so a tracked Run costs less memory and CPU; a
+    Run reset to Pending arrives whole in its next event. (client-go's informer
+    transform, ``SetTransform``, exists for the same reason.)
+    """
+    if not isinstance(raw, dict):
+        return raw
+    status = raw.get("status")
+    if not isinstance(status, dict):
+        return raw
+    phase = status.get("phase")
+    if not isinstance(phase, str) or phase in ("", "Pending") or len(status) <= len(_SETTLED_RUN_STATUS):
+        return raw
+    return {**raw, "status": {key: status[key] for key in _SETTLED_RUN_STATUS if key in status}}
+
+
 @dataclass(frozen=True, slots=True)
 class Watched:
     """One kind of object an informer keeps in the ClusterState."""
@@ -101,6 +128,8 @@ class Watched:
     namespace: str | None = None
     """Only this namespace; ``None`` watches all namespaces."""
     label_selector: str | None = None
+    transform: Transform | None = None
+    """Applied to every raw object before ``decode`` (``slim_run``)."""
 
     @property
     def path(self) -> str:
@@ -112,7 +141,7 @@ class Watched:
 
 
 def watched_runs(namespace: str | None = None) -> Watched:
-    return Watched("runs", RUNS, decode_run, namespace)
+    return Watched("runs", RUNS, decode_run, namespace, transform=slim_run)
 
 
 def watched_pods(namespace: str | None = None) -> Watched:
@@ -234,20 +263,35 @@ class Informer:
 
     def _list(self) -> ApiError | None:
         """Relist and apply the difference; ``None`` on success."""
-        result = self._kube.list(self._watched.path, self._watched.params)
-        listed = result.value_or(None)
-        if listed is None:
-            error = result.failure()
-            log.warning("list %s failed: %s", self.kind, error)
-            return error
-        items, version = listed
+        seen: dict[tuple[str, str], Object] = {}
+        version = ""
+        pages = getattr(self._kube, "list_pages", None)  # kube.Kube has it; a scripted fake may not
+        if callable(pages):
+            for page in pages(self._watched.path, self._watched.params):
+                body = page.value_or(None)
+                if body is None:
+                    error = page.failure()
+                    log.warning("list %s failed: %s", self.kind, error)
+                    return cast(ApiError, error)
+                for raw in body[0]:
+                    obj = self._decode(raw)
+                    if obj is not None:
+                        seen[(obj.namespace, obj.name)] = obj
+                version = body[1] or version
+        else:
+            result = self._kube.list(self._watched.path, self._watched.params)
+            listed = result.value_or(None)
+            if listed is None:
+                error = result.failure()
+                log.warning("list %s failed: %s", self.kind, error)
+                return error
+            for raw in listed[0]:
+                obj = self._decode(raw)
+                if obj is not None:
+                    seen[(obj.namespace, obj.name)] = obj
+            version = listed[1]
         if self._synced.is_set():
             self.relists += 1
-        seen: dict[tuple[str, str], Object] = {}
-        for raw in items:
-            obj = self._decode(raw)
-            if obj is not None:
-                seen[(obj.namespace, obj.name)] = obj
         for key, obj in seen.items():
             before = self._known.get(key)
             if before is None:
@@ -323,7 +367,8 @@ class Informer:
             self._emit(event.type, obj)
 
     def _decode(self, raw: object) -> Object | None:
-        result = self._watched.decode(raw)
+        transform = self._watched.transform
+        result = self._watched.decode(raw if transform is None else transform(raw))
         obj = result.value_or(None)
         if obj is not None:
             return obj

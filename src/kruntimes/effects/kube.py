@@ -428,6 +428,22 @@ class Kube:
     ) -> Result[tuple[tuple[JSONObject, ...], str], ApiError]:
         """Every item of the collection (following ``continue`` pages) and the list's resourceVersion."""
         items: list[JSONObject] = []
+        for page in self.list_pages(path, params, page_size=page_size):
+            body = page.value_or(None)
+            if body is None:
+                return Failure(page.failure())
+            items.extend(body[0])
+            if body[1] is not None:
+                return Success((tuple(items), body[1]))
+        return Failure(ApiError("bad_response", 200, "", "list ended without a resourceVersion"))  # pragma: no cover
+
+    def list_pages(
+        self, path: str, params: Mapping[str, str] | None = None, *, page_size: int = 500
+    ) -> Iterator[Result[tuple[tuple[JSONObject, ...], str | None], ApiError]]:
+        """The collection page by page (``limit``/``continue``); the last page carries the list's
+        resourceVersion, the others ``None``; a failure ends the iteration. An informer decodes
+        each page before fetching the next, so a 100k-object list never sits in memory as raw
+        JSON all at once (its peak would stay in the process as freed-but-held arenas)."""
         query = dict(params or {})
         if page_size > 0:
             query["limit"] = str(page_size)
@@ -435,19 +451,23 @@ class Kube:
             page = self.request("GET", path, params=query)
             body = page.value_or(None)
             if body is None:
-                return Failure(page.failure())
+                yield Failure(page.failure())
+                return
             raw_items = body.get("items")
             if raw_items is not None and not isinstance(raw_items, list):
-                return Failure(ApiError("bad_response", 200, "", "list items is not an array"))
-            items.extend(item for item in raw_items or () if isinstance(item, dict))
+                yield Failure(ApiError("bad_response", 200, "", "list items is not an array"))
+                return
+            items = tuple(item for item in raw_items or () if isinstance(item, dict))
             metadata = body.get("metadata")
             metadata = metadata if isinstance(metadata, dict) else {}
             token = metadata.get("continue")
             if isinstance(token, str) and token:
                 query["continue"] = token
+                yield Success((items, None))
                 continue
             version = metadata.get("resourceVersion")
-            return Success((tuple(items), version if isinstance(version, str) else ""))
+            yield Success((items, version if isinstance(version, str) else ""))
+            return
 
     def watch(
         self,

@@ -26,7 +26,9 @@ and write nothing.
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +65,38 @@ from kruntimes.pure.wakeups import wakeups
 log = logging.getLogger(__name__)
 
 DISABLED: Final = "0"
+
+GC_GEN0_THRESHOLD: Final = 50_000
+"""Allocations between young-generation collections (CPython's default is 700). The state is
+made of many small immutable objects that live long; at 700 the collector walks the young
+objects of every few watch events and promotes them only to scan them again in the older
+generations (the pure core measured ``cluster.apply`` at 50k Runs: ≈250 µs with the default
+collector, ≈31 µs without). Nothing here builds reference cycles at a high rate, so collecting
+young objects every 50k allocations keeps memory bounded at a fraction of the cost."""
+GC_TUNING_ENV: Final = "KRUNTIMES_SCHEDULER_GC"
+"""``default`` leaves the collector as CPython sets it (benchmarks compare the two); anything else,
+or unset, tunes it."""
+
+_gc_tuned = False
+_gc_lock = threading.Lock()
+
+
+def tune_gc(*, freeze: bool) -> bool:
+    """Raise the young-generation threshold (process-wide, once) and, with ``freeze``, move every
+    object alive now — the caches just listed — to the permanent generation so later collections
+    never walk them again. ``False`` when disabled through ``$KRUNTIMES_SCHEDULER_GC=default``."""
+    global _gc_tuned
+    if os.environ.get(GC_TUNING_ENV, "") == "default":
+        return False
+    with _gc_lock:
+        if not _gc_tuned:
+            _, gen1, gen2 = gc.get_threshold()
+            gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+            _gc_tuned = True
+    if freeze:
+        gc.collect()
+        gc.freeze()
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +140,6 @@ class SchedulerOptions:
     """An unchanged ``FailedScheduling`` Event is repeated at most this often per Run."""
     watch_timeout: int = 300
     """Seconds the API server keeps one watch open before the informer re-watches."""
-
     def problems(self) -> tuple[str, ...]:
         """Every reason these options cannot work; empty when valid."""
         found: list[str] = []
@@ -329,6 +362,7 @@ class Scheduler:
 
         Raises ``OSError`` when an address cannot be bound.
         """
+        tune_gc(freeze=False)
         self._start_servers()
         self._events.start()
         for informer in self._informers:
@@ -408,7 +442,8 @@ class Scheduler:
         while not self.has_synced():
             if self._stopping.wait(0.02):
                 return
-        log.info("caches synced", extra={"runs": sum(1 for _ in self.state.get().runs())})
+        frozen = tune_gc(freeze=True)  # the listed caches are long-lived: never walk them again
+        log.info("caches synced", extra={"runs": sum(1 for _ in self.state.get().runs()), "gc_frozen": frozen})
         election = self._options.leader_election
         if election is None:
             self._start_leading()
@@ -520,10 +555,12 @@ class Scheduler:
         if isinstance(obj, Run):
             # The informer's observation hands a reservation off to actual usage (SPEC §6) now,
             # rather than at the namespace's next cycle; a deleted Run frees its reservation.
+            # Both are no-ops without a reservation for this Run: skip the swap (most events).
             if event.type == "DELETED":
                 self._events.forget(obj.namespace, obj.uid)
-                self.ledger.swap(lambda ledger: release(ledger, obj.namespace, obj.uid))
-            else:
+                if self.ledger.get().get(obj.namespace, obj.uid) is not None:
+                    self.ledger.swap(lambda ledger: release(ledger, obj.namespace, obj.uid))
+            elif self.ledger.get().get(obj.namespace, obj.uid) is not None:
                 self.ledger.swap(lambda ledger: observe(ledger, obj))
         queue = self._queue
         if queue is None:  # not leading, or caches not synced yet: activation happens on leading
