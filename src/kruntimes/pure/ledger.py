@@ -156,8 +156,20 @@ def release(ledger: Ledger, namespace: str, uid: str) -> Ledger:
 
 
 def reserved_usage(ledger: Ledger, namespace: str, pod: str) -> Resources:
-    """The sum of the requests reserved on ``pod`` (as the ledger holds it)."""
-    return reserved_by_pod(ledger, namespace).get(pod, EMPTY_RESOURCES)
+    """The sum of the requests reserved on ``pod`` (as the ledger holds it).
+
+    One pass that adds only that pod's reservations: ``reserve`` calls this inside the
+    ledger's compare-and-swap, so it must not build totals for every other pod.
+    """
+    reservations = ledger._by_namespace.get(namespace)
+    if reservations is None:
+        return EMPTY_RESOURCES
+    total: dict[str, Amount] = {}
+    for reservation in reservations.values():
+        if reservation.pod == pod:
+            for name, amount in reservation.requests.items():
+                total[name] = total.get(name, 0) + amount
+    return frozen_resources({k: v for k, v in total.items() if v}) if total else EMPTY_RESOURCES
 
 
 def reserved_totals(ledger: Ledger, namespace: str) -> dict[str, dict[str, Amount]]:
