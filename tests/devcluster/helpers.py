@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,21 +17,12 @@ from kubernetes import config as kube_config
 from kubernetes.watch import Watch
 
 from kruntimes.devcluster import DevCluster
+from tests.polling import wait_until as wait_until  # re-exported for the devcluster tests
 
 T = TypeVar("T")
 GROUP, VERSION = "kruntimes.io", "v1alpha1"
 
 
-def wait_until(probe: Callable[[], T | None], *, timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def as_obj(value: object) -> dict[str, Any]:

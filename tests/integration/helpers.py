@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
@@ -12,22 +11,13 @@ from typing import Any, TypeVar, cast
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, JSONObject, Kube
 from kruntimes.pure.timefmt import format_time
+from tests.polling import wait_until as wait_until  # re-exported for the integration tests
 
 T = TypeVar("T")
 NS = "default"
 TEST_AGENT = "kruntimes-tests"
 
 
-def wait_until(probe: Callable[[], T | None], *, timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll ``probe`` every 20 ms until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def at(obj: object, *path: str) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
 from kruntimes.effects.kube import Kube, load_configuration
 from kruntimes.effects.runner import Scheduler, SchedulerOptions
+from tests import polling
 
 T = TypeVar("T")
 RUNS = GroupResource("kruntimes.io", "runs")
@@ -46,14 +46,8 @@ def scheduler(cluster: DevCluster, directory: Path, identity: str = "sec", **ove
 
 
 def wait_until(probe: Callable[[], T | None], timeout: float = 20.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+    """The shared poller with a longer default: these tests run whole scheduler processes."""
+    return polling.wait_until(probe, timeout=timeout, what=what)
 
 
 def create(cluster: DevCluster, resource: GroupResource, namespace: str, body: Obj, agent: str = HOSTILE_AGENT, subresource: str = "") -> Obj:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -32,6 +31,7 @@ from returns.pipeline import is_successful
 from returns.result import Result
 
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect
+from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.cluster import Object, from_objects
 from kruntimes.pure.cyclelog import CycleRecord, decode_record, plan_json
 from kruntimes.pure.decode import decode_pod, decode_run, decode_workspace
@@ -514,15 +514,6 @@ def render_table(exp: Explanation, logged: _Logged | None, cycle_log: str | None
     return "\n".join(out) + "\n"
 
 
-def _terminal_width(stream: TextIO) -> int:
-    try:
-        if stream.isatty():
-            return max(80, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns)
-    except (AttributeError, ValueError, OSError):
-        pass
-    return TABLE_WIDTH
-
-
 # --- the command -------------------------------------------------------------------------------------
 
 
@@ -586,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         output = json.dumps(explanation_json(exp, logged, where_text(exp)), indent=2, ensure_ascii=False) + "\n"
     else:
-        output = render_table(exp, logged, args.cycle_log, _terminal_width(sys.stdout))
+        output = render_table(exp, logged, args.cycle_log, terminal_width(sys.stdout, TABLE_WIDTH))
     try:
         sys.stdout.write(output)
         sys.stdout.flush()

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
@@ -22,6 +21,7 @@ from typing import Final, TextIO, TypeAlias
 import yaml
 from returns.pipeline import is_successful
 
+from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.cyclelog import encode_record
 from kruntimes.pure.model import RunKey
 from kruntimes.pure.plan import Bind, Cancel, CycleError, Delay, Fail, Rejections, Skip, Wait
@@ -313,16 +313,6 @@ def render_table(result: Simulation, width: int = TABLE_WIDTH) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _terminal_width(stream: TextIO) -> int:
-    """At least 80 columns; the terminal's width when writing to a wider one."""
-    try:
-        if stream.isatty():
-            return max(TABLE_WIDTH, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns)
-    except (AttributeError, ValueError, OSError):
-        pass
-    return TABLE_WIDTH
-
-
 # --- the command -----------------------------------------------------------------------------
 
 
@@ -357,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         output = json.dumps(simulation_json(result), indent=2, ensure_ascii=False) + "\n"
     else:
-        output = render_table(result, _terminal_width(sys.stdout))
+        output = render_table(result, terminal_width(sys.stdout, TABLE_WIDTH))
     try:
         sys.stdout.write(output)
         sys.stdout.flush()
