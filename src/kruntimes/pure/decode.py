@@ -19,6 +19,7 @@ from returns.result import Failure, Result, Success
 
 from kruntimes.pure.messages import bounded_name
 from kruntimes.pure.model import (
+    NO_AFFINITY,
     API_VERSION,
     CAPACITY_ANNOTATION_PREFIX,
     DEFAULT_CAPACITY,
@@ -52,6 +53,9 @@ from kruntimes.pure.quantity import Amount, parse_nonnegative_integer, parse_qua
 from kruntimes.pure.timefmt import parse_duration, parse_time
 
 DecodeReason: TypeAlias = Literal["NotAnObject", "MissingField", "WrongType", "UnknownKind"]
+
+ONE_RUN: Final[Resources] = frozen_resources({RUNS_RESOURCE: 1})
+"""``{runs: 1}``, what nearly every Run requests: shared, since a tracked Run's memory is the budget."""
 
 MAX_TERMS: Final = 32
 """At most this many terms per affinity list (the CRD's bound; keeps hostile input cheap)."""
@@ -242,11 +246,11 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
     is what an *active* Run counts even when it is invalid.
     """
     if value is None:
-        return frozen_resources({RUNS_RESOURCE: 1}), None
+        return ONE_RUN, None
     as_map = _as_map(value)
     if as_map is None:
         return (
-            frozen_resources({RUNS_RESOURCE: 1}),
+            ONE_RUN,
             "spec.resources.requests must be a map of resource name to quantity",
         )
     valid: dict[str, Amount] = {}
@@ -266,6 +270,8 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
     error = None
     if bad:
         error = f'resource request "{bounded_name(min(bad))}" must be a non-negative integer'
+    if len(valid) == 1 and valid[RUNS_RESOURCE] == 1:
+        return ONE_RUN, error  # the common request: one shared map instead of one per Run
     return frozen_resources(valid), error
 
 
@@ -374,7 +380,7 @@ def decode_affinity(value: object) -> Result[RunAffinity, str]:
     The failure message names only field paths, never label keys or values.
     """
     if value is None:
-        return Success(RunAffinity())
+        return Success(NO_AFFINITY)
     affinity = _as_map(value)
     if affinity is None:
         return Failure("spec.affinity must be an object")
@@ -459,7 +465,7 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
     if resources is not None and resources_map is None:
         requests_error = "spec.resources must be an object"
     affinity_result = decode_affinity(spec.get("affinity"))
-    affinity = affinity_result.value_or(RunAffinity())
+    affinity = affinity_result.value_or(NO_AFFINITY)
     affinity_error = affinity_result.swap().value_or(None)
     workspace, workspace_error = _workspace_ref(spec.get("workspace"))
     spec_error = spec_error or workspace_error
