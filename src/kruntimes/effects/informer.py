@@ -28,6 +28,7 @@ thread blocked on a quiet watch wakes), and a back-off sleep ends with it.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -106,9 +107,14 @@ def slim_run(raw: object) -> object:
     decoded size and decode time, so a tracked Run costs less memory and CPU; a
     Run reset to Pending arrives whole in its next event. (client-go's informer
     transform, ``SetTransform``, exists for the same reason.)
+
+    The strings that repeat across Runs (namespace, runtime, phase, assigned pod,
+    label keys and values) are interned on the way: ``json.loads`` gives every Run
+    its own copies, and the decoded records keep whatever strings they are given.
     """
     if not isinstance(raw, dict):
         return raw
+    _intern_shared_strings(raw)
     status = raw.get("status")
     if not isinstance(status, dict):
         return raw
@@ -116,6 +122,29 @@ def slim_run(raw: object) -> object:
     if not isinstance(phase, str) or phase in ("", "Pending") or len(status) <= len(_SETTLED_RUN_STATUS):
         return raw
     return {**raw, "status": {key: status[key] for key in _SETTLED_RUN_STATUS if key in status}}
+
+
+def _intern_shared_strings(raw: dict[str, object]) -> None:
+    """Replace, in place, the low-cardinality strings of a freshly parsed Run by shared copies."""
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):
+        _intern_field(meta, "namespace")
+        labels = meta.get("labels")
+        if isinstance(labels, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+            meta["labels"] = {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+    spec = raw.get("spec")
+    if isinstance(spec, dict):
+        _intern_field(spec, "runtime")
+    status = raw.get("status")
+    if isinstance(status, dict):
+        _intern_field(status, "phase")
+        _intern_field(status, "assignedPod")
+
+
+def _intern_field(obj: dict[str, object], key: str) -> None:
+    value = obj.get(key)
+    if type(value) is str:
+        obj[key] = sys.intern(value)
 
 
 @dataclass(frozen=True, slots=True)
