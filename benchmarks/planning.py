@@ -21,15 +21,16 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
+from _worlds import runtime_pod
+
 from kruntimes.pure import cluster, snapshot
 from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.decode import decode_pod, decode_run
+from kruntimes.pure.decode import decode_run
 from kruntimes.pure.framework import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER
 from kruntimes.pure.model import (
     API_VERSION,
     DEFAULT_CONFIG,
-    HEARTBEAT_CONDITION,
     TOPOLOGY_KEY,
     Run,
     RunKey,
@@ -48,27 +49,7 @@ RELATED_PER_POD: Final = 1
 
 
 def _pod(name: str, runtime: str, capacity: int) -> RuntimePod:
-    return decode_pod(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": NAMESPACE,
-                "uid": f"uid-pod-{name}",
-                "resourceVersion": "1",
-                "labels": {"runtime": runtime},
-                "annotations": {"kruntimes.io/capacity.runs": str(capacity)},
-            },
-            "status": {
-                "phase": "Running",
-                "conditions": [
-                    {"type": "Ready", "status": "True"},
-                    {"type": HEARTBEAT_CONDITION, "status": "True", "lastProbeTime": format_time(NOW)},
-                ],
-            },
-        }
-    ).unwrap()
+    return runtime_pod(name, namespace=NAMESPACE, runtime=runtime, capacity=capacity, now=NOW)
 
 
 def _run(name: str, affinity: dict[str, object] | None = None) -> Run:
