@@ -52,27 +52,26 @@ def _invalid_patch(why: str) -> ApiError:
     return ApiError("Invalid", f"the server rejected our request due to an error in our request: {why}", code=422)
 
 
+def _step(cur: Any, tok: str, path: str) -> Any:
+    """One JSON-pointer step into an object or an array; a missing step is an invalid patch."""
+    if isinstance(cur, dict) and tok in cur:
+        return cur[tok]
+    if isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
+        return cur[int(tok)]
+    raise _invalid_patch(f"doc is missing path: {path}")
+
+
 def _parent(doc: Any, tokens: list[str], path: str) -> tuple[Any, str]:
     cur = doc
     for tok in tokens[:-1]:
-        if isinstance(cur, dict) and tok in cur:
-            cur = cur[tok]
-        elif isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
-            cur = cur[int(tok)]
-        else:
-            raise _invalid_patch(f"doc is missing path: {path}")
+        cur = _step(cur, tok, path)
     return cur, tokens[-1]
 
 
 def _get(doc: Any, path: str) -> Any:
     cur = doc
     for tok in _pointer(path):
-        if isinstance(cur, dict) and tok in cur:
-            cur = cur[tok]
-        elif isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
-            cur = cur[int(tok)]
-        else:
-            raise _invalid_patch(f"doc is missing path: {path}")
+        cur = _step(cur, tok, path)
     return cur
 
 
