@@ -14,6 +14,7 @@ from kruntimes.effects.workqueue import Backoff
 from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.model import RunKey
 from tests.effects.fakes import FakeClock, FakeSleeper
+from tests.polling import wait_until
 
 NS = "ns"
 
@@ -308,3 +309,45 @@ def test_stop_ends_a_back_off_sleep_at_once_on_the_real_sleeper() -> None:
     thread.join(timeout=10)
     assert not thread.is_alive()
 
+
+
+def test_a_requested_relist_follows_the_watch_and_serves_the_ticket() -> None:
+    tickets: list[int] = []
+    informer_box: list[Informer] = []
+
+    def on_event(old: ClusterState, new: ClusterState, ev: Event) -> None:
+        if ev.obj.name == "b" and not tickets:  # seen on the watch: ask for a fresh list now
+            tickets.append(informer_box[0].request_relist())
+
+    h = harness(
+        [listing(run_json("a", "1"), rv="5"), listing(run_json("a", "8"), run_json("b", "6"), run_json("c", "7"), rv="9")],
+        [[event("ADDED", run_json("b", "6"))], []],
+        on_event=on_event,
+    )
+    informer_box.append(h.informer)
+    h.run()
+    assert len(h.kube.listed) >= 2, "the request made the informer list again"
+    assert tickets and h.informer.wait_relisted(tickets[0], timeout=0)
+    assert sorted((run.name, run.resource_version) for run in h.state.get().runs()) == [("a", "8"), ("b", "6"), ("c", "7")]
+    assert h.kube.watched_from[1] == "9", "the watch resumes from the relist"
+    # the relist was not a back-off: nothing slept before it
+    assert h.sleeper.sleeps[:1] == [0.8] and len(h.sleeper.sleeps) == 1
+
+
+def test_a_relist_request_ends_a_back_off_sleep_on_the_real_sleeper() -> None:
+    clock = FakeClock()
+    lists = [listing(run_json("a", "1"), rv="2"), listing(run_json("a", "3"), rv="4")]
+    failing: list[Script] = [[error("server", 500)] for _ in range(50)]
+    kube = FakeKube(lists, failing, FakeSleeper(clock))
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=Backoff(base=3600.0, cap=3600.0))
+    thread = informer.start()
+    try:
+        assert informer.wait_for_sync(10)
+        assert wait_until(lambda: len(kube.watched_from) >= 1, timeout=10), "the first watch failed; now sleeping an hour"
+        ticket = informer.request_relist()
+        assert informer.wait_relisted(ticket, timeout=10), "the relist did not wait out the back-off"
+        assert len(kube.listed) == 2
+    finally:
+        informer.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive()

@@ -15,9 +15,13 @@ import pytest
 
 from kruntimes.commands import replay
 from kruntimes.devcluster import DevCluster
+from kruntimes.devcluster.simulator import RUNTIMES
+from kruntimes.devcluster.store import WriteContext
 from kruntimes.effects.kube import LEASES, Kube
+from kruntimes.effects.runner import LeaderElectionOptions
 
-from .helpers import ready_pods, assigned, at, create_run, max_usage_by_pod, run_writes, wait_until
+from .conftest import SchedulerFactory
+from .helpers import assigned, at, create_run, max_usage_by_pod, ready_pods, run_writes, wait_until, waiting
 
 LEASE = LEASES.path("default", "kruntimes-scheduler")
 
@@ -141,3 +145,47 @@ def test_a_sigterm_while_the_scheduler_is_still_starting_exits_0(cluster: DevClu
         assert process.popen.wait(15) == 0
     finally:
         process.close()
+
+
+def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    """The new leader plans from a consistent relist, not from a watch that fell behind.
+
+    The standby's pod watch fails from the moment the pod's capacity drops from 2 to 1; the
+    leader sees the drop and binds one Run, the second waits. When the leader hands over, a
+    standby planning from its cache would still see room for two and overcommit the pod.
+    """
+    cluster.add_runtime("python", replicas=1, capacity={"runs": "2"})
+    wait_until(lambda: _pods(kube) == 1, what="pod")
+    election = LeaderElectionOptions(namespace="default", lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+    leader = scheduler(identity="alpha", leader_election=election)
+    assert leader.wait_leading(10)
+    standby = scheduler(identity="beta", leader_election=election)
+    assert wait_until(lambda: any(p.capacity.get("runs") == 2 for p in standby.state.get().pods_of("default", "python")), what="standby cache")
+
+    # the standby's pod watches fail from now on (its lists still work); the pod shrinks to one slot
+    cluster.faults.error(500, "pods", verbs=("watch",), count=None, user_agent="kruntimes-scheduler/beta")
+    cluster.faults.drop_watches("pods")
+    runtimes = cluster.registry.storage(RUNTIMES)
+    assert runtimes is not None
+    current = cluster.service.get(runtimes, "default", "python")
+    cluster.service.update(
+        runtimes, "default", "python",
+        {**current, "spec": {**current["spec"], "capacity": {"resources": {"runs": "1"}}}},
+        WriteContext("update", user_agent="test"),
+    )
+    wait_until(lambda: any(p.capacity.get("runs") == 1 for p in leader.state.get().pods_of("default", "python")), what="leader sees 1 slot")
+    assert any(p.capacity.get("runs") == 2 for p in standby.state.get().pods_of("default", "python")), "the standby's cache went stale"
+
+    create_run(kube, "first")
+    wait_until(lambda: assigned(kube, "first"), what="first bound")
+    create_run(kube, "second")
+    wait_until(lambda: waiting(kube, "second"), what="second waits")
+
+    assert leader.stop(timeout=10)  # releases the lease: the standby takes over at once
+    assert standby.wait_leading(10)  # the lease, a fresh relist, then workers
+    create_run(kube, "third")  # a fresh key for the new leader; "second" was re-planned on taking over
+    wait_until(lambda: waiting(kube, "third"), what="third waits")
+    assert assigned(kube, "second") is None
+    assert all(peak <= 1 for peak in max_usage_by_pod(cluster).values()), max_usage_by_pod(cluster)

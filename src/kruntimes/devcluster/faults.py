@@ -59,6 +59,8 @@ class FaultRule:
     latency: float = 0.0
     id: int = 0
     fired: int = field(default=0)
+    user_agent: str | None = None
+    """Only requests with exactly this User-Agent (one replica of several)."""
 
     def matches(self, info: RequestInfo) -> bool:
         qualified = f"{info.resource}.{info.group}" if info.group else info.resource
@@ -68,6 +70,7 @@ class FaultRule:
             and (self.subresource is None or self.subresource == info.subresource)
             and (self.namespace is None or self.namespace == info.namespace)
             and (self.name is None or self.name == info.name)
+            and (self.user_agent is None or self.user_agent == info.user_agent)
         )
 
     def to_json(self) -> Obj:
@@ -150,11 +153,14 @@ class Faults:
         probability: float = 1.0,
         namespace: str | None = None,
         name: str | None = None,
+        user_agent: str | None = None,
     ) -> int:
         """Answer matching requests with ``code`` (500, 503, 429 with ``Retry-After``...)."""
         if code == 429 and retry_after is None:
             retry_after = 1
-        return self.add(FaultRule("error", frozenset(verbs), _set(resource), subresource, namespace, name, count, probability, code, retry_after))
+        return self.add(
+            FaultRule("error", frozenset(verbs), _set(resource), subresource, namespace, name, count, probability, code, retry_after, user_agent=user_agent)
+        )
 
     def latency(self, seconds: float, resource: str | None = None, *, verbs: Iterable[str] = (), count: int | None = None, probability: float = 1.0) -> int:
         """Delay matching requests by ``seconds`` before serving them."""
@@ -210,7 +216,7 @@ class Faults:
     def apply_json(self, body: Any) -> Obj:
         """Run one admin command. ``{"action": "conflict"|"error"|"latency"|"expire-watch"|"drop-watches"|"clear"|"remove"|"seed", ...}``.
 
-        Rule fields: ``resource``, ``subresource``, ``verbs``, ``namespace``, ``name``,
+        Rule fields: ``resource``, ``subresource``, ``verbs``, ``namespace``, ``name``, ``userAgent`` (errors),
         ``count`` (null = forever), ``probability``, ``code``, ``retryAfter``, ``seconds``, ``abort``, ``id``, ``seed``.
         """
         if not isinstance(body, dict) or not isinstance(body.get("action"), str):
@@ -222,7 +228,7 @@ class Faults:
         if action == "conflict":
             return {"id": self.conflict(resource, subresource=body.get("subresource"), verbs=body.get("verbs") or ("update", "patch"), **common)}
         if action == "error":
-            return {"id": self.error(int(body.get("code", 500)), resource, retry_after=body.get("retryAfter"), subresource=body.get("subresource"), verbs=body.get("verbs") or (), **common)}
+            return {"id": self.error(int(body.get("code", 500)), resource, retry_after=body.get("retryAfter"), subresource=body.get("subresource"), verbs=body.get("verbs") or (), user_agent=body.get("userAgent"), **common)}
         if action == "latency":
             return {"id": self.latency(float(body.get("seconds", 0.1)), resource, verbs=body.get("verbs") or (), count=body.get("count"), probability=common["probability"])}
         if action == "expire-watch":

@@ -19,6 +19,12 @@ controller computes wakeups. A callback that raises is logged; the informer goes
 Runtime Pods are watched with the label selector ``runtime`` (the label exists),
 so unrelated pods cost nothing.
 
+Fresh reads: ``request_relist()`` asks for a new list now (the open watch is
+interrupted, a back-off sleep ends) and returns a ticket; ``wait_relisted(ticket)``
+returns once a list *started after the request* has been applied. A list is a
+consistent read, so after it the state holds every write the server committed
+before the request — what a new leader needs before it plans (runner.py).
+
 Stopping: ``stop()`` ends the loop at once: it interrupts the open watch (a
 stream that can be interrupted, ``kube.WatchStream``, shuts its socket down so a
 thread blocked on a quiet watch wakes), and a back-off sleep ends with it.
@@ -139,6 +145,7 @@ def _intern_shared_strings(raw: dict[str, object]) -> None:
     if isinstance(status, dict):
         _intern_field(status, "phase")
         _intern_field(status, "assignedPod")
+        _intern_field(status, "assignedPodUID")  # one per pod, shared by the Runs on it
 
 
 def _intern_field(obj: dict[str, object], key: str) -> None:
@@ -211,16 +218,23 @@ class Informer:
         self._on_event = on_event
         self._clock = clock
         self._stop = threading.Event()
-        self._sleep: Sleeper = sleep if sleep is not None else self._stop.wait
+        self._sleep: Sleeper = sleep if sleep is not None else self._wakeable_sleep
         self._backoff = backoff
         self._watch_timeout = watch_timeout
-        self._known: dict[tuple[str, str], Object] = {}
+        self._known: dict[str, dict[str, Object]] = {}
+        """namespace -> name -> the last object emitted (nested: no key tuple per object)."""
         self._version = ""
         self._synced = threading.Event()
         self._failures = 0
         self._thread: threading.Thread | None = None
         self._stream_lock = threading.Lock()
         self._stream: object = None
+        self._relisted = threading.Condition(self._stream_lock)
+        self._relist_asked = 0
+        """Tickets handed out by ``request_relist`` (guarded by ``_stream_lock``)."""
+        self._relist_served = 0
+        """The newest ticket a completed list has served."""
+        self._wake = threading.Event()
         self.malformed = 0
         """Objects skipped because they could not be decoded."""
         self.relists = 0
@@ -256,8 +270,33 @@ class Informer:
         with self._stream_lock:
             self._stop.set()
             stream = self._stream
+        self._wake.set()
         if isinstance(stream, Interruptible):
             stream.interrupt()
+
+    def request_relist(self) -> int:
+        """Ask for a fresh list now; the ticket is for :meth:`wait_relisted`.
+
+        The open watch is interrupted and a back-off sleep ends, so the loop
+        lists at once (a list that fails is retried with the usual back-off).
+        """
+        with self._stream_lock:
+            self._relist_asked += 1
+            ticket = self._relist_asked
+            stream = self._stream
+        self._wake.set()
+        if isinstance(stream, Interruptible):
+            stream.interrupt()
+        return ticket
+
+    def wait_relisted(self, ticket: int, timeout: float | None = None) -> bool:
+        """``True`` once a list started after ``ticket`` was requested has been applied."""
+        with self._relisted:
+            return self._relisted.wait_for(lambda: self._relist_served >= ticket, timeout)
+
+    def _relist_wanted(self) -> bool:
+        with self._stream_lock:
+            return self._relist_served < self._relist_asked
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the loop's thread to end; ``True`` when it has (or never started)."""
@@ -281,7 +320,7 @@ class Informer:
             outcome = self._watch()
             if outcome == "stopped":
                 return
-            if outcome == "gone":
+            if outcome == "gone" or self._relist_wanted():
                 need_list = True
                 continue
             if isinstance(outcome, ApiError):
@@ -292,6 +331,8 @@ class Informer:
 
     def _list(self) -> ApiError | None:
         """Relist and apply the difference; ``None`` on success."""
+        with self._stream_lock:
+            serving = self._relist_asked
         seen: dict[tuple[str, str], Object] = {}
         version = ""
         pages = getattr(self._kube, "list_pages", None)  # kube.Kube has it; a scripted fake may not
@@ -321,17 +362,27 @@ class Informer:
             version = listed[1]
         if self._synced.is_set():
             self.relists += 1
-        for key, obj in seen.items():
-            before = self._known.get(key)
+        for (namespace, name), obj in seen.items():
+            known = self._known.get(namespace)
+            before = None if known is None else known.get(name)
             if before is None:
                 self._emit("ADDED", obj)
             elif before.resource_version != obj.resource_version:
                 self._emit("MODIFIED", obj)
-        for key in [key for key in self._known if key not in seen]:
-            self._emit("DELETED", self._known[key])
+        gone = [
+            obj
+            for namespace, known in self._known.items()
+            for name, obj in known.items()
+            if (namespace, name) not in seen
+        ]
+        for obj in gone:
+            self._emit("DELETED", obj)
         self._version = version
         self._failures = 0
         self._synced.set()
+        with self._relisted:
+            self._relist_served = max(self._relist_served, serving)
+            self._relisted.notify_all()
         return None
 
     def _watch(self) -> Literal["stopped", "gone", "ended"] | ApiError:
@@ -348,6 +399,8 @@ class Informer:
             with self._stream_lock:
                 if self._stop.is_set():
                     return "stopped"
+                if self._relist_served < self._relist_asked:
+                    return "ended"  # a relist was asked for before this stream could be interrupted
                 self._stream = stream
             for event in stream:
                 events += 1
@@ -369,6 +422,12 @@ class Informer:
         if events == 0 and self._clock() - started < MIN_WATCH_SECONDS:
             return ApiError("bad_response", 200, "", "watch ended at once without events")
         return "ended"
+
+    def _wakeable_sleep(self, seconds: float) -> bool:
+        """The default sleeper: ends early on ``stop()`` or ``request_relist()``."""
+        self._wake.wait(seconds)
+        self._wake.clear()
+        return self._stop.is_set()
 
     def _pause(self, error: ApiError) -> bool:
         """Back off after a failure; ``True`` when asked to stop meanwhile."""
@@ -406,11 +465,14 @@ class Informer:
         return None
 
     def _emit(self, type_: EventType, obj: Object) -> None:
-        key = (obj.namespace, obj.name)
         if type_ == "DELETED":
-            self._known.pop(key, None)
+            known = self._known.get(obj.namespace)
+            if known is not None:
+                known.pop(obj.name, None)
+                if not known:
+                    del self._known[obj.namespace]
         else:
-            self._known[key] = obj
+            self._known.setdefault(obj.namespace, {})[obj.name] = obj
         event = Event(type_, obj)
         old, new = self._state.swap_pair(lambda state: apply(state, event))
         if self._on_event is None:

@@ -12,8 +12,10 @@ Threads (DESIGN "Process model"):
 - the event recorder's writer, the metrics and the probe HTTP servers.
 
 Leadership terms: becoming leader resets the ledger to empty (a new leader
-rebuilds usage from persisted assignments only, SPEC §6), creates a fresh
-queue, starts the workers and activates every Pending Run in
+rebuilds usage from persisted assignments only, SPEC §6), relists every
+informer when elected (a standby's watch may lag the previous leader's last
+binds; nothing is planned until the consistent relist has been applied), then
+creates a fresh queue, starts the workers and activates every Pending Run in
 ``queueing.initial_order``. Losing the lease stops the workers at once: the
 queue shuts down and ``may_write`` turns false, so a cycle in flight writes
 nothing more. A graceful ``stop()`` instead lets in-flight cycles finish their
@@ -349,8 +351,9 @@ class Scheduler:
         return True
 
     def wait_leading(self, timeout: float | None = None) -> bool:
+        """Wait until this replica leads *and* its workers run (after the takeover relist)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._leading:
+        while not (self._leading and self._queue is not None):
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             if self._stopping.wait(0.02):
@@ -476,12 +479,50 @@ class Scheduler:
             if self._stopping.is_set() or self._leading:
                 return
             self.ledger.reset(EMPTY_LEDGER)  # SPEC §6 failover: rebuild from persisted assignments only
-            queue: WorkQueue[RunKey] = WorkQueue()
             self._terms += 1
-            self._queue = queue
             self._leading = True
+            term = self._terms
+        if self._options.leader_election is None:
+            self._open_term(term)  # the caches have just synced, and nobody led before us
+            return
+        # called on the elector's thread, which must go back to renewing at once
+        threading.Thread(target=self._take_over, args=(term,), name=f"takeover-{term}", daemon=True).start()
+
+    def _take_over(self, term: int) -> None:
+        """Plan nothing until every cache is at least as new as this term.
+
+        A standby's watch may be behind the previous leader's last binds (a
+        dropped or throttled watch, a reconnect back-off): planning from it
+        would count a pod's usage short and overcommit it. A relist is a
+        consistent read, so after it the state holds every assignment committed
+        before we took the lease.
+        """
+        started = time.monotonic()
+        warned = False
+        tickets = [(informer, informer.request_relist()) for informer in self._informers]
+        for informer, ticket in tickets:
+            while not informer.wait_relisted(ticket, 0.2):
+                if not self._term_open(term):
+                    return
+                if not warned and time.monotonic() - started > 10.0:
+                    warned = True
+                    log.warning("leading, but the caches cannot be refreshed yet; not scheduling until they are",
+                                extra={"kind": informer.kind})
+        log.info("leading: caches refreshed", extra={"seconds": round(time.monotonic() - started, 3)})
+        self._open_term(term)
+
+    def _term_open(self, term: int) -> bool:
+        return self._leading and self._terms == term and not self._stopping.is_set()
+
+    def _open_term(self, term: int) -> None:
+        """Start this term's queue and workers, and activate every Pending Run."""
+        with self._lock:
+            if not self._term_open(term) or self._queue is not None:
+                return
+            queue: WorkQueue[RunKey] = WorkQueue()
+            self._queue = queue
             workers = [
-                threading.Thread(target=self._work, args=(queue,), name=f"worker-{self._terms}-{i}", daemon=True)
+                threading.Thread(target=self._work, args=(queue,), name=f"worker-{term}-{i}", daemon=True)
                 for i in range(self._options.workers)
             ]
             for worker in workers:
