@@ -107,6 +107,8 @@ class EpochResult:
     stragglers: list[str] = field(default_factory=list)
     scheduler_exit_codes: list[int | None] = field(default_factory=list)
     graceful_exit_codes: list[int | None] = field(default_factory=list)
+    diagnosis: str = ""
+    """When an invariant was violated: the violations in full and the history around them."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -522,6 +524,46 @@ def settled(cluster: DevCluster, config: SchedulerConfig) -> list[str]:
     return [str(v) for v in pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)]
 
 
+def diagnose(history: list[Any], report: Report, *, seconds: float = 6.0, limit: int = 3) -> str:
+    """The violations in full and, for each of the first few, the writes around it.
+
+    For a Run or pod violation: every write of that pod and of the Runs that were ever
+    assigned to it, from ``seconds`` before the violating write up to it, with the writer
+    (User-Agent), phase, assignment and the pod's capacity annotations; and the Lease
+    holders over the same span. Enough to tell a stale cache from a ledger bug.
+    """
+    lines = [f"{len(report.violations)} violation(s):"]
+    lines += [f"  {v}" for v in report.violations[:20]]
+    by_rv = {w.resource_version: w for w in history}
+    for violation in report.violations[:limit]:
+        at = by_rv.get(violation.resource_version)
+        if at is None or not violation.pod:
+            continue
+        namespace = at.namespace
+        lines.append(f"around rv={violation.resource_version} (t={at.time:.3f}) on pod {namespace}/{violation.pod}:")
+        for w in history:
+            if w.time < at.time - seconds or w.resource_version > violation.resource_version:
+                continue
+            obj = w.object
+            status = obj.get("status") or {}
+            if w.resource.plural == "pods" and w.namespace == namespace and w.name == violation.pod:
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                capacity = {k: v for k, v in annotations.items() if k.startswith("kruntimes.io/capacity.")}
+                ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+                what = f"pod {w.event_type} uid={(obj.get('metadata') or {}).get('uid')} phase={status.get('phase')} ready={ready} {capacity}"
+            elif w.resource.plural == "runs" and w.namespace == namespace and (
+                status.get("assignedPod") == violation.pod or f"{namespace}/{w.name}" == violation.run
+            ):
+                requests = ((obj.get("spec") or {}).get("resources") or {}).get("requests")
+                what = f"run {w.name} {w.event_type} {w.verb}/{w.subresource} phase={status.get('phase')} pod={status.get('assignedPod')} requests={requests}"
+            elif w.resource.plural == "leases":
+                what = f"lease holder={(obj.get('spec') or {}).get('holderIdentity')}"
+            else:
+                continue
+            lines.append(f"  t={w.time - at.time:+.3f}s rv={w.resource_version} by {w.user_agent}: {what}")
+    return "\n".join(lines)
+
+
 def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = lambda _m: None) -> EpochResult:
     """Run one chaos epoch in ``workdir`` (scheduler logs go there) and check its history."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -575,6 +617,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             report=report, faults=fired, kills=kills, runs_created=world.created, phases=phases,
             settled=not remaining, seconds=time.monotonic() - started, stragglers=remaining,
             scheduler_exit_codes=fleet.exit_codes, graceful_exit_codes=fleet.graceful_exit_codes,
+            diagnosis="" if report.ok else diagnose(history, report),
         )
 
 

@@ -17,7 +17,8 @@ from .harness import FAULTS, ChaosSpec, EpochResult, run_epoch
 def assert_kept_promises(result: EpochResult) -> None:
     summary = result.summary()
     assert result.settled, summary
-    assert result.report.ok, summary
+    # the diagnosis first: a long summary gets cut in CI output, the violations must not
+    assert result.report.ok, f"{result.diagnosis}\n{summary}"
     assert result.report.binds > 0, summary
     assert all(code == 0 for code in result.graceful_exit_codes), f"SIGTERM must exit 0: {summary}"
 

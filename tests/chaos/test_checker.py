@@ -11,6 +11,7 @@ from pathlib import Path
 from kruntimes.pure import messages
 from kruntimes.verify import CheckOptions, Report, check_history, records_from_json
 
+from .harness import diagnose
 from .histories import EVENTS, PODS, RUNS, SCHED, History
 
 WAIT = messages.waiting_for_pods("python")
@@ -52,6 +53,21 @@ def test_capacity_overcommit_is_caught() -> None:
     (v,) = report.violations
     assert (v.run, v.pod, v.resource_version) == ("default/c", "p0", h.rv)
     assert "usage 3 > capacity 2" in v.detail
+
+
+def test_the_chaos_diagnosis_shows_the_writes_behind_a_violation() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "2"})
+    for name in ("a", "b", "c"):
+        h.run(name)
+        h.bind(name, "p0")
+    report = check(h, check_final=False)
+    text = diagnose(list(h.records), report)
+    assert str(report.violations[0]) in text
+    lines = text.splitlines()
+    assert any("pod ADDED" in line and "'kruntimes.io/capacity.runs': '2'" in line for line in lines), text
+    for name in ("a", "b", "c"):
+        assert any(f"run {name} " in line and "phase=Scheduled pod=p0" in line for line in lines), text
 
 
 def test_capacity_counts_requests_and_default_runs() -> None:
