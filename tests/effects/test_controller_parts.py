@@ -8,12 +8,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import cast
 
 import pytest
 from returns.result import Failure, Result, Success
 
 from kruntimes.cli import main as cli_main
-from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.events import EventRecorder, EventSettings, TokenBucket
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject
 from kruntimes.effects.logs import JsonFormatter, TextFormatter, resolve_format
 from kruntimes.effects.runner import SchedulerOptions, parse_bind_address, workspace_wakeups
@@ -110,6 +111,54 @@ def test_a_waiting_run_gets_one_failed_scheduling_event_until_its_message_change
     }
     [(path, body)] = kube.patched  # the repeat of "waiting B" bumps the count of its Event
     assert json.loads(body)["count"] == 2 and path.startswith("/api/v1/namespaces/ns/events/r.")
+
+
+def test_the_token_bucket_spends_its_burst_then_paces_at_its_rate() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    bucket = TokenBucket(2.0, 3, clock=lambda: now[0], sleep=sleep)
+    for _ in range(3):
+        bucket.take()
+    assert slept == [] and now[0] == 0.0
+    bucket.take()
+    bucket.take()
+    assert slept == [0.5, 0.5] and now[0] == 1.0
+    now[0] += 10.0  # idle time refills at most the burst
+    for _ in range(3):
+        bucket.take()
+    assert len(slept) == 2
+    bucket.take()
+    assert slept[-1] == 0.5
+    unlimited = TokenBucket(0.0, 1, clock=lambda: now[0], sleep=sleep)
+    for _ in range(100):
+        unlimited.take()
+    assert len(slept) == 3
+
+
+def test_a_burst_of_binds_beyond_the_event_rate_drops_the_surplus_events() -> None:
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    kube = FakeEvents()
+    settings = EventSettings(queue_size=5, qps=1.0, burst=2)
+    recorder = EventRecorder(kube, settings, clock=lambda: now[0], sleep=sleep)
+    for i in range(20):  # the writer is not running yet: the queue holds 5, the rest are dropped
+        recorder.scheduled(_run(f"r{i}"), "pod-0")
+    assert recorder.dropped == 15
+    recorder.start()
+    try:
+        assert recorder.flush(100)
+    finally:
+        recorder.stop()
+    assert [cast(Mapping[str, object], c["involvedObject"])["name"] for c in kube.created] == [f"r{i}" for i in range(5)]
+    assert now[0] == 3.0, "2 at once, then one a second"
 
 
 def test_a_repeat_of_an_expired_event_creates_a_new_one() -> None:

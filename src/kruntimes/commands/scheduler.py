@@ -92,6 +92,16 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
 def _bind_address(text: str) -> str:
     try:
         parse_bind_address(text)
@@ -190,6 +200,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="json (one object per line), text, or auto: text on a terminal, else json (default: auto)",
     )
     observability.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="(default: info)")
+    observability.add_argument(
+        "--event-qps",
+        type=_non_negative_float,
+        default=50.0,
+        metavar="N",
+        help="Kubernetes Event writes per second at most, after --event-burst; a burst of binds beyond "
+        "that drops surplus Scheduled Events (the Run's status is the record); 0: no limit (default: 50)",
+    )
+    observability.add_argument(
+        "--event-burst", type=_positive_int, default=100, metavar="N", help="Event writes back to back (default: 100)"
+    )
 
     cycles = parser.add_argument_group("cycle log (every decision, replayable with `kruntimes replay`)")
     cycles.add_argument("--cycle-log", metavar="FILE", help="append one JSON cycle record per line (default: off)")
@@ -239,6 +260,8 @@ def options_from(args: argparse.Namespace) -> SchedulerOptions:
         cycle_log=Path(args.cycle_log) if args.cycle_log else None,
         cycle_log_max_bytes=args.cycle_log_max_bytes,
         cycle_log_backups=args.cycle_log_backups,
+        event_qps=args.event_qps,
+        event_burst=args.event_burst,
     )
 
 

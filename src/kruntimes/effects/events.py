@@ -14,7 +14,10 @@ creates a fresh one if the old Event expired (404). Those two verbs are exactly
 what the scheduler's RBAC grants (``deploy/scheduler/rbac.yaml``: create, patch).
 
 Best-effort: callers only enqueue (never block: a full queue drops the event and
-counts it); one background thread does the HTTP. An Event write that fails is
+counts it); one background thread does the HTTP, at most ``qps`` writes a second
+after a ``burst`` (a token bucket, like the rate limit of kube-scheduler's event
+client): in a burst of binds the queue fills and the surplus ``Scheduled`` events
+are dropped, so Events never cost the API server or this process more than that. An Event write that fails is
 logged at debug level and dropped; it never fails or slows a cycle. Messages
 are the ones status writes carry, so they never name pods (except the
 ``Scheduled`` event's own pod), other Runs or selectors.
@@ -67,6 +70,10 @@ class EventSettings:
     thousand waiting Runs cost three Event writes a second, not thirty."""
     queue_size: int = 1000
     """Events waiting to be written; beyond this they are dropped (best-effort, never blocking)."""
+    qps: float = 50.0
+    """Event writes per second at most, once ``burst`` is spent; ``<= 0``: no limit."""
+    burst: int = 100
+    """Event writes allowed back to back before ``qps`` applies."""
     max_tracked: int = 10_000
     """Runs (and Event series) remembered for deduplication; the least recently used are forgotten."""
 
@@ -92,6 +99,37 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class TokenBucket:
+    """``rate`` tokens a second, at most ``burst`` saved; ``take()`` sleeps until one is there.
+
+    Fifteen lines with an injectable clock and sleep, so tests run on simulated time; a
+    rate-limiting package would bring more API than this one blocking call needs.
+    """
+
+    def __init__(
+        self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        self._rate = rate
+        self._burst = float(max(burst, 1))
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = self._burst
+        self._at = clock()
+
+    def take(self) -> None:
+        if self._rate <= 0:
+            return
+        while True:
+            now = self._clock()
+            self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+            self._at = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return
+            self._sleep((1.0 - self._tokens) / self._rate)
+
+
 class EventRecorder:
     """Queue Events about Runs and write them on a background thread."""
 
@@ -102,11 +140,13 @@ class EventRecorder:
         *,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = _utcnow,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self._kube = kube
         self._settings = settings
         self._clock = clock
         self._now = now
+        self._bucket = TokenBucket(settings.qps, settings.burst, clock=clock, sleep=sleep)
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=settings.queue_size)
         self._lock = threading.Lock()
         self._last: OrderedDict[tuple[str, str, str], tuple[str, float]] = OrderedDict()
@@ -206,6 +246,7 @@ class EventRecorder:
                 self._queue.task_done()
 
     def _write(self, item: _Pending) -> None:
+        self._bucket.take()
         series_key = (item.namespace, item.run_uid, item.reason, item.message)
         known = self._series.get(series_key)
         if known is not None:

@@ -140,6 +140,9 @@ class SchedulerOptions:
     cycle_log_backups: int = DEFAULT_BACKUPS
     event_repeat_interval: float = 300.0
     """An unchanged ``FailedScheduling`` Event is repeated at most this often per Run."""
+    event_qps: float = 50.0
+    """Event writes per second at most after ``event_burst`` (``<= 0``: no limit); beyond, Events are dropped."""
+    event_burst: int = 100
     watch_timeout: int = 300
     """Seconds the API server keeps one watch open before the informer re-watches."""
     def problems(self) -> tuple[str, ...]:
@@ -255,7 +258,13 @@ class Scheduler:
         self.state: Atom[ClusterState] = Atom(EMPTY_STATE)
         self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
         self._events = EventRecorder(
-            kube, EventSettings(instance=options.identity, repeat_interval=options.event_repeat_interval)
+            kube,
+            EventSettings(
+                instance=options.identity,
+                repeat_interval=options.event_repeat_interval,
+                qps=options.event_qps,
+                burst=options.event_burst,
+            ),
         )
         self._cycle_log = (
             CycleLogWriter(options.cycle_log, max_bytes=options.cycle_log_max_bytes, backups=options.cycle_log_backups)
