@@ -351,3 +351,39 @@ def test_a_relist_request_ends_a_back_off_sleep_on_the_real_sleeper() -> None:
         informer.stop()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_a_relist_diffs_objects_of_every_namespace_it_knows() -> None:
+    def in_ns(obj: JSONObject, namespace: str) -> JSONObject:
+        meta = dict(obj["metadata"])  # type: ignore[call-overload]
+        meta["namespace"] = namespace
+        return {**obj, "metadata": meta}
+
+    h = harness(
+        [
+            listing(run_json("a", "1"), in_ns(run_json("a", "2"), "other"), in_ns(run_json("b", "3"), "other"), rv="5"),
+            listing(in_ns(run_json("a", "2"), "other"), in_ns(run_json("c", "8"), "third"), rv="9"),
+        ],
+        [[error("gone", 410)]],
+    )
+    h.run()
+    assert sorted((ev.type, ev.obj.namespace, ev.obj.name) for _, _, ev in h.seen[3:]) == [
+        ("ADDED", "third", "c"),
+        ("DELETED", "ns", "a"),
+        ("DELETED", "other", "b"),
+    ]
+    assert sorted(str(run.key) for run in h.state.get().runs()) == ["other/a", "third/c"]
+
+
+def test_slim_run_interns_the_strings_runs_share() -> None:
+    from kruntimes.effects.informer import slim_run
+
+    def settled(name: str) -> dict[str, object]:
+        pod_uid = "".join(["uid-", "pod-1"])  # a fresh string each time, as json.loads gives
+        status = {"phase": "Running", "assignedPod": "p1", "assignedPodUID": pod_uid, "message": "m"}
+        return {"metadata": {"name": name, "namespace": NS}, "status": status}
+
+    first, second = slim_run(settled("a")), slim_run(settled("b"))
+    assert isinstance(first, dict) and isinstance(second, dict)
+    assert first["status"] == {"phase": "Running", "assignedPod": "p1", "assignedPodUID": "uid-pod-1"}
+    assert first["status"]["assignedPodUID"] is second["status"]["assignedPodUID"]

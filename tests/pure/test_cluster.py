@@ -203,6 +203,21 @@ def test_a_relabelled_active_run_is_found_by_its_new_labels_only() -> None:
     assert len(state.matching_targets("default", selector(Requirement("zone", "Exists")))) == 1
 
 
+def test_exists_finds_every_value_of_the_key_and_forgets_values_no_target_has() -> None:
+    blue = active_run("r1", "a", labels={"zone": "blue"})
+    red = active_run("r2", "b", labels={"zone": "red"})
+    state = added(blue, red, active_run("r3", "a", labels={"tier": "gold"}))
+    exists = selector(Requirement("zone", "Exists"))
+    assert sorted(t.run_uid for t in state.matching_targets("default", exists)) == [blue.uid, red.uid]
+    state = apply(state, Event("DELETED", red))
+    assert [t.run_uid for t in state.matching_targets("default", exists)] == [blue.uid]
+    finished = decoded_run("r1", labels={"zone": "blue"}, phase="Succeeded", assigned_pod="a", uid=blue.uid)
+    state = apply(state, Event("MODIFIED", finished))
+    assert state.matching_targets("default", exists) == ()
+    assert state.matching_targets("default", selector(is_in("zone", "blue"))) == ()
+    assert state == from_objects(list(state.runs()))
+
+
 def test_matching_targets_never_examines_runs_no_positive_requirement_names(monkeypatch: pytest.MonkeyPatch) -> None:
     unrelated = [active_run(f"other-{i}", "b", runtime="node", labels={"app": f"x{i}"}) for i in range(500)]
     state = from_objects([*unrelated, active_run("mine", "a", labels={"team": "t"})])
@@ -325,3 +340,26 @@ def test_bulk_building_indexes_every_object() -> None:
     state = from_objects(objects)
     assert len(list(state.runs())) == 5_000
     assert len(state.matching_targets("default", selector(is_in("app", "a1")))) == 100
+
+
+def test_the_fast_state_constructor_builds_the_same_frozen_value() -> None:
+    import dataclasses
+
+    from kruntimes.pure.cluster import _state
+
+    state = added(active_run("r1", "a", labels={"zone": "blue"}), decoded_pod("a"))
+    fields = [getattr(state, f.name) for f in dataclasses.fields(ClusterState)]
+    rebuilt = _state(*fields)
+    assert type(rebuilt) is ClusterState and rebuilt == state
+    assert all(getattr(rebuilt, f.name) is value for f, value in zip(dataclasses.fields(ClusterState), fields))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rebuilt._runs = state._runs  # type: ignore[misc]
+
+
+def test_the_fast_slot_constructor_builds_an_equal_pod_slot() -> None:
+    from kruntimes.pure.cluster import _slot
+    from kruntimes.pure.model import PodSlot
+
+    pod = decoded_pod("a")
+    assert _slot(pod, {"runs": 1}) == PodSlot(pod, {"runs": 1})
+    assert type(_slot(pod, {})) is PodSlot

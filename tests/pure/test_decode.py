@@ -388,3 +388,33 @@ def test_decoding_mutated_valid_objects_never_raises(data: st.DataObject) -> Non
     decode_pod(body)
     decode_run(body)
     decode_workspace(body)
+
+
+# --- sharing equal values across Runs ------------------------------------------------------
+
+
+def test_equal_labels_settled_statuses_and_creation_times_are_shared_between_runs() -> None:
+    first = decoded_run("a", labels={"team": "t1", "app": "x"}, phase="Running", assigned_pod="p")
+    second = decoded_run("b", labels={"app": "x", "team": "t1"}, phase="Running", assigned_pod="p")
+    assert first.labels is second.labels
+    assert list(first.labels) == ["app", "team"], "sorted by key, as frozen_labels"
+    assert first.status is second.status
+    assert first.creation_timestamp is second.creation_timestamp
+    other = decoded_run("c", labels={"app": "y"}, phase="Running", assigned_pod="q")
+    assert other.labels == {"app": "y"} and other.status.assigned_pod == "q"
+
+
+def test_a_status_with_conditions_or_a_message_is_not_shared() -> None:
+    raw = run_json("a", phase="Pending", message="waiting")
+    first, second = decode_run(raw).unwrap(), decode_run(copy.deepcopy(raw)).unwrap()
+    assert first.status == second.status and first.status is not second.status
+
+
+def test_a_sharing_table_is_bounded() -> None:
+    from kruntimes.pure.decode import _Shared
+
+    table: _Shared[str, str] = _Shared(3)
+    for key in "abcdef":
+        assert table.put(key, key.upper()) == key.upper()
+    assert table.get("f") == "F"
+    assert sum(table.get(k) is not None for k in "abcdef") <= 3

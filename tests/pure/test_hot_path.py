@@ -189,3 +189,33 @@ def test_pod_score_keeps_its_fields_and_keyword_constructor() -> None:
     assert (score.pod, score.by_plugin, score.total) == ("a", (("LeastLoaded", 100),), 100)
     assert score == PodScore("a", (("LeastLoaded", 100),), 100)
     assert repr(score) == "PodScore(pod='a', by_plugin=(('LeastLoaded', 100),), total=100)"
+
+
+@given(OPS)
+def test_deep_pdict_tries_behave_as_dicts(ops: list[tuple[bool, int, int]]) -> None:
+    """With tiny leaves every update walks the unrolled depth-1/2 paths and the loop below them."""
+    import kruntimes.pure._pdict as module
+
+    saved = module.LEAF_MAX
+    module.LEAF_MAX = 2  # type: ignore[misc]
+    try:
+        reference: dict[int, int] = {}
+        current: PDict[int, int] = empty()
+        before = current
+        for put, key, value in ops:
+            if put:
+                reference[key] = value
+                current = current.set(key, value)
+            else:
+                reference.pop(key, None)
+                current = current.discard(key)
+        assert dict(current.items()) == reference
+        assert len(current) == len(reference)
+        assert all(current.get(k) == v for k, v in reference.items())
+        assert before == empty(), "the first version is untouched"
+        nested: PDict[int, PDict[int, int]] = empty()
+        for put, key, value in ops:
+            nested = set_in(nested, key % 7, key, value) if put else discard_in(nested, key % 7, key)
+        assert all(len(inner) > 0 for inner in nested.values())
+    finally:
+        module.LEAF_MAX = saved  # type: ignore[misc]

@@ -127,9 +127,11 @@ class PDict(Generic[K, V]):
         old = leaf.get(key, _MISSING)
         if old is value:
             return self
-        new = dict(leaf)
+        new = leaf.copy()
         new[key] = value
-        return PDict(_rebuild(path, _maybe_split(new, len(path))), self._len + (old is _MISSING))
+        if len(new) > LEAF_MAX:
+            return PDict(_rebuild(path, _maybe_split(new, len(path))), self._len + (old is _MISSING))
+        return PDict(_rebuild(path, new), self._len + (old is _MISSING))
 
     def discard(self, key: K) -> PDict[K, V]:
         """Without ``key`` (the same map when it is absent)."""
@@ -138,7 +140,7 @@ class PDict(Generic[K, V]):
             return self
         if len(leaf) == 1:
             return PDict(_rebuild(path, _EMPTY_LEAF), self._len - 1)
-        new = dict(leaf)
+        new = leaf.copy()
         del new[key]
         return PDict(_rebuild(path, new), self._len - 1)
 
@@ -155,7 +157,7 @@ def set_in(outer: PDict[K, PDict[_N, V]], key: K, name: _N, value: V) -> PDict[K
         updated = inner.set(name, value)
         if updated is inner:
             return outer
-    new = dict(leaf)
+    new = leaf.copy()
     new[key] = updated
     return PDict(_rebuild(path, _maybe_split(new, len(path))), outer._len + (inner is None))
 
@@ -169,7 +171,7 @@ def discard_in(outer: PDict[K, PDict[_N, V]], key: K, name: _N) -> PDict[K, PDic
     updated = inner.discard(name)
     if updated is inner:
         return outer
-    new = dict(leaf)
+    new = leaf.copy()
     if updated:
         new[key] = updated
         return PDict(_rebuild(path, new), outer._len)
@@ -177,27 +179,60 @@ def discard_in(outer: PDict[K, PDict[_N, V]], key: K, name: _N) -> PDict[K, PDic
     return PDict(_rebuild(path, new or _EMPTY_LEAF), outer._len - 1)
 
 
-def _locate(root: _Node, h: int) -> tuple[list[tuple[tuple[_Node, ...], int]], dict[object, object]]:
-    """The (node, child index) path from ``root`` to the leaf for hash ``h``, and that leaf."""
-    path: list[tuple[tuple[_Node, ...], int]] = []
-    node = root
-    shift = 0
+_Branch: TypeAlias = "tuple[_Node, ...]"
+_Path: TypeAlias = "tuple[tuple[_Branch, int], ...]"
+"""From the root down: each branch node on the way and the child index taken."""
+
+
+def _locate(root: _Node, h: int) -> tuple[_Path, dict[object, object]]:
+    """The path from ``root`` to the leaf for hash ``h``, and that leaf.
+
+    Unrolled for depths 0–2 (up to ~260k entries), which is every map in practice.
+    """
+    if type(root) is dict:
+        return (), root
+    branch = cast(_Branch, root)
+    i = h & MASK
+    child = branch[i]
+    if type(child) is dict:
+        return ((branch, i),), child
+    inner = cast(_Branch, child)
+    j = (h >> BITS) & MASK
+    node = inner[j]
+    if type(node) is dict:
+        return ((branch, i), (inner, j)), node
+    path = [(branch, i), (inner, j)]
+    shift = 2 * BITS
     while type(node) is not dict:
+        deeper = cast(_Branch, node)
         index = (h >> shift) & MASK
-        path.append((node, index))  # type: ignore[arg-type]
-        node = node[index]  # type: ignore[assignment]
+        path.append((deeper, index))
+        node = deeper[index]
         shift += BITS
-    return path, node
+    return tuple(path), node
 
 
-def _rebuild(path: list[tuple[tuple[_Node, ...], int]], node: _Node) -> _Node:
-    for children, index in reversed(path):
-        node = children[:index] + (node,) + children[index + 1 :]
+def _rebuild(path: _Path, node: _Node) -> _Node:
+    if len(path) == 1:
+        ((branch, index),) = path
+        return _replaced(branch, index, node)
+    if len(path) == 2:
+        ((outer, i), (inner, j)) = path
+        return _replaced(outer, i, _replaced(inner, j, node))
+    for branch, index in reversed(path):
+        node = _replaced(branch, index, node)
     return node
 
 
+def _replaced(children: tuple[_Node, ...], index: int, node: _Node) -> tuple[_Node, ...]:
+    """``children`` with ``children[index] = node`` (a list round trip: the cheapest copy)."""
+    copy = list(children)
+    copy[index] = node
+    return tuple(copy)
+
+
 def _maybe_split(leaf: dict[object, object], depth: int) -> _Node:
-    if len(leaf) > LEAF_MAX and depth < MAX_DEPTH:
+    if len(leaf) > LEAF_MAX and depth < MAX_DEPTH:  # rare: checked inline by the callers' hot paths
         return _split(leaf, depth)
     return leaf
 

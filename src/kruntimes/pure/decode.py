@@ -10,10 +10,11 @@ This is a purely computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal, TypeAlias, cast
+from types import MappingProxyType
+from typing import Final, Generic, Literal, TypeAlias, TypeVar, cast
 
 from returns.result import Failure, Result, Success
 
@@ -75,6 +76,45 @@ class DecodeError:
 
 Decoded: TypeAlias = RuntimePod | Run | Workspace
 
+# --- sharing equal values across Runs ----------------------------------------------
+
+_T = TypeVar("_T")
+_H = TypeVar("_H", bound=Hashable)
+
+
+class _Shared(Generic[_H, _T]):
+    """A bounded table handing out one shared copy of equal immutable values.
+
+    A tracked Run's memory is the budget (docs/performance.md): label maps,
+    settled statuses and creation times repeat across many Runs, and each decode
+    would otherwise keep its own equal copy. Sharing is invisible to callers (the
+    values are immutable and compare equal either way), so this memo does not
+    make decoding impure; the table is emptied when it reaches ``limit`` entries,
+    which bounds it whatever the input.
+    """
+
+    __slots__ = ("_table", "_limit")
+
+    def __init__(self, limit: int) -> None:
+        self._table: dict[_H, _T] = {}
+        self._limit = limit
+
+    def get(self, key: _H) -> _T | None:
+        return self._table.get(key)
+
+    def put(self, key: _H, value: _T) -> _T:
+        table = self._table
+        if len(table) >= self._limit:
+            table.clear()
+        return table.setdefault(key, value)
+
+
+SHARED_LIMIT: Final = 1 << 16
+"""Entries per sharing table (a few MiB at most)."""
+_shared_labels: Final[_Shared[tuple[tuple[str, str], ...], Labels]] = _Shared(SHARED_LIMIT)
+_shared_statuses: Final[_Shared[RunStatus, RunStatus]] = _Shared(SHARED_LIMIT)
+_shared_times: Final[_Shared[str, datetime | None]] = _Shared(SHARED_LIMIT)
+
 # --- small total accessors ------------------------------------------------------
 
 
@@ -109,6 +149,34 @@ def _string_map(value: object) -> Labels:
 def _time_field(obj: Mapping[str, object], key: str) -> datetime | None:
     text = obj.get(key)
     return parse_time(text) if isinstance(text, str) else None
+
+
+def _shared_time_field(obj: Mapping[str, object], key: str) -> datetime | None:
+    """:func:`_time_field`, one shared ``datetime`` per distinct text (creation times
+    come in bursts: many Runs share a second)."""
+    text = obj.get(key)
+    if not isinstance(text, str):
+        return None
+    found = _shared_times.get(text)
+    if found is not None:
+        return found
+    parsed = parse_time(text)
+    return parsed if parsed is None else _shared_times.put(text, parsed)
+
+
+def _shared_labels_of(value: object) -> Labels:
+    """:func:`_string_map` for a Run's labels: one shared read-only map per distinct
+    label set (Runs of one app or team carry the same labels)."""
+    as_map = _as_map(value)
+    if not as_map:
+        return EMPTY_LABELS
+    items = tuple(sorted((k, v) for k, v in as_map.items() if isinstance(k, str) and isinstance(v, str)))
+    if not items:
+        return EMPTY_LABELS
+    found = _shared_labels.get(items)
+    if found is not None:
+        return found
+    return _shared_labels.put(items, MappingProxyType(dict(items)))
 
 
 def _conditions(value: object) -> tuple[Condition, ...]:
@@ -427,9 +495,12 @@ def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
 
 
 def _status(value: object) -> RunStatus:
+    """The Run's status; a settled one (no message, conditions or completion time,
+    as ``slim_run`` leaves it) is shared with every equal status: all the Runs on a
+    pod in one phase have the same."""
     status = _as_map(value) or {}
     attempt = status.get("attempt")
-    return RunStatus(
+    decoded = RunStatus(
         phase=_str_field(status, "phase"),
         assigned_pod=_str_field(status, "assignedPod"),
         assigned_pod_uid=_str_field(status, "assignedPodUID"),
@@ -438,6 +509,10 @@ def _status(value: object) -> RunStatus:
         conditions=_conditions(status.get("conditions")),
         completion_time=_time_field(status, "completionTime"),
     )
+    if decoded.conditions or decoded.message or decoded.completion_time is not None:
+        return decoded
+    found = _shared_statuses.get(decoded)
+    return found if found is not None else _shared_statuses.put(decoded, decoded)
 
 
 def decode_run(value: object) -> Result[Run, DecodeError]:
@@ -480,8 +555,8 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
         name=name,
         uid=uid,
         resource_version=_str_field(meta, "resourceVersion"),
-        creation_timestamp=_time_field(meta, "creationTimestamp"),
-        labels=_string_map(meta.get("labels")),
+        creation_timestamp=_shared_time_field(meta, "creationTimestamp"),
+        labels=_shared_labels_of(meta.get("labels")),
         runtime=runtime,
         requests=requests,
         requests_error=requests_error,
