@@ -35,13 +35,12 @@ What the framework does with each answer (the "status codes"):
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Final, Literal, Protocol, TypeAlias, TypeVar, final
+from typing import Final, Literal, Protocol, TypeAlias, TypeVar, cast, final
 
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
@@ -469,32 +468,35 @@ def _score(
         names.append(entry.name)
         columns.append(scores)
 
-    # Total descending, then pod name ascending (code point order = UTF-8 byte order):
-    # two stable sorts with C-level keys, much cheaper than one tuple key per pod.
-    # (A snapshot's pods come sorted by name: then the first sort is skipped; a
-    # reverse sort is still stable.)
+    # Total descending, then pod name ascending (code point order = UTF-8 byte order).
+    # A snapshot's pods come sorted by name (else they are put in name order first);
+    # then one stable sort by total, descending (a reverse sort is still stable),
+    # with a C-level key, sorts the PodScores themselves: no index indirection.
     pod_names = [slot.pod.name for slot in feasible]
-    if all(map(operator.lt, pod_names, itertools.islice(pod_names, 1, None))):
-        order = list(range(count))
-    else:
-        order = sorted(range(count), key=pod_names.__getitem__)
-    order.sort(key=totals.__getitem__, reverse=True)
+    rows = list(zip(*columns)) if columns else [()] * count
+    if not all(map(operator.lt, pod_names, itertools.islice(pod_names, 1, None))):
+        by_name = sorted(range(count), key=pod_names.__getitem__)
+        pod_names = list(map(pod_names.__getitem__, by_name))
+        rows = list(map(rows.__getitem__, by_name))
+        totals = list(map(totals.__getitem__, by_name))
+        feasible = tuple(map(feasible.__getitem__, by_name))
     # Many pods share a score row: build each distinct by_plugin tuple once; then
     # one PodScore per pod, built by C-level map/zip (no Python frame per pod).
-    rows = list(zip(*columns)) if columns else [()] * count
     labelled = {row: tuple(zip(names, row)) for row in set(rows)}
-    ranked_names = list(map(pod_names.__getitem__, order))
-    scored = tuple(
-        map(
-            _new_pod_score,
-            zip(ranked_names, map(labelled.__getitem__, map(rows.__getitem__, order)), map(totals.__getitem__, order)),
-        )
-    )
-    return Success((feasible[order[0]], tuple(ranked_names), scored))
+    scored = list(map(_new_tuple, itertools.repeat(PodScore), zip(pod_names, map(labelled.__getitem__, rows), totals)))
+    scored.sort(key=_TOTAL, reverse=True)
+    best = feasible[totals.index(scored[0].total)]  # the first pod, by name, with the top total
+    return Success((best, tuple(map(_POD, scored)), tuple(scored)))
 
 
-_new_pod_score: Final = functools.partial(tuple.__new__, PodScore)
-"""``PodScore((pod, by_plugin, total))`` without a Python-level ``__new__`` frame."""
+_new_tuple: Final = cast(
+    "Callable[[type[PodScore], tuple[str, tuple[tuple[str, int], ...], int]], PodScore]", tuple.__new__
+)
+"""``tuple.__new__(PodScore, (pod, by_plugin, total))``: a PodScore without a Python-level ``__new__`` frame."""
+_TOTAL: Final = operator.itemgetter(2)
+"""``PodScore.total`` at C speed."""
+_POD: Final = operator.itemgetter(0)
+"""``PodScore.pod`` at C speed."""
 
 
 def _wrong_length(name: str, what: str, got: int, want: int) -> CycleError:

@@ -10,40 +10,218 @@ counted twice and never leaked.
 Every function returns a new value (the same one when nothing changes, so a
 compare-and-swap is cheap); the effect layer holds the current ledger in one
 atom and swaps these functions in. This is a purely computational module.
+
+What a snapshot reads of a namespace's reservations every cycle (the
+reservations by run uid, the reserved totals per pod, the pod slots with those
+totals added) is derived once per ledger change and kept beside the
+reservations in a :class:`NamespaceBook` — never recomputed per cycle, and left
+out of equality (it is a function of the reservations, plus the state objects it
+was derived from, which a reader re-checks by identity).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Literal, TypeAlias
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Final, Literal, TypeAlias, final
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure._pdict import PDict, empty
+from kruntimes.pure._pdict import PDict, empty, pdict
 from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.model import EMPTY_RESOURCES, Reservation, Resources, Run, SchedulerConfig, frozen_resources
+from kruntimes.pure.model import (
+    EMPTY_RESOURCES,
+    PodSlot,
+    Reservation,
+    Resources,
+    Run,
+    RuntimePod,
+    SchedulerConfig,
+    frozen_resources,
+)
 from kruntimes.pure.quantity import Amount
-from kruntimes.pure.resources import add, fits
+from kruntimes.pure.resources import add, fits, plus_reserved
+
+_RUN_UID: Final = attrgetter("run_uid")
+
+
+@final
+class PodReservations:
+    """The reservations of one namespace on one pod, their total, and the pod's slot with it.
+
+    ``slot``, when set, is ``PodSlot(pod, plus_reserved(usage, total))`` for the pod
+    and actual-usage objects ``reserve`` read from the state: a snapshot whose state
+    slot still holds exactly those two objects (identity) may use ``slot`` as is.
+    """
+
+    __slots__ = ("name", "reservations", "total", "pod", "usage", "slot")
+
+    name: str
+    reservations: tuple[Reservation, ...]
+    total: Mapping[str, Amount]
+    """The requests summed per resource (exact; zero entries kept, as summed)."""
+    pod: RuntimePod | None
+    usage: Resources
+    slot: PodSlot | None
+
+    def __init__(
+        self,
+        name: str,
+        reservations: tuple[Reservation, ...],
+        pod: RuntimePod | None = None,
+        usage: Resources = EMPTY_RESOURCES,
+    ) -> None:
+        self.name, self.reservations = name, reservations
+        self.total = total = _total(reservations)
+        self.pod, self.usage = pod, usage
+        self.slot = None if pod is None or not total else PodSlot(pod, plus_reserved(usage, total))
+
+
+_Check: TypeAlias = tuple[Reservation, "Run | None"]
+"""A reservation and the Run object ``reserve`` validated it against (``None``: unknown)."""
+
+
+@final
+class NamespaceBook:
+    """One namespace's reservations and what a snapshot reads of them (immutable).
+
+    Equality and hash are the reservations' only: everything else is derived.
+    """
+
+    __slots__ = ("reservations", "ordered", "checks", "pods")
+
+    reservations: PDict[str, Reservation]
+    """run uid -> reservation (never empty)."""
+    ordered: tuple[Reservation, ...]
+    """The reservations sorted by run uid."""
+    checks: PDict[str, _Check]
+    """run uid -> (reservation, the Run ``reserve`` checked): while the state still
+    returns that very Run object, the reservation is unobserved (SPEC §6)."""
+    pods: PDict[str, PodReservations]
+    """pod -> the reservations on it."""
+
+    def __init__(
+        self,
+        reservations: PDict[str, Reservation],
+        ordered: tuple[Reservation, ...],
+        checks: PDict[str, _Check],
+        pods: PDict[str, PodReservations],
+    ) -> None:
+        self.reservations, self.ordered, self.checks, self.pods = reservations, ordered, checks, pods
+
+    @staticmethod
+    def of(reservations: PDict[str, Reservation]) -> NamespaceBook:
+        """Derived from the reservations alone (no state objects seen)."""
+        ordered = tuple(sorted(reservations.values(), key=_RUN_UID))
+        by_pod: dict[str, list[Reservation]] = {}
+        for reservation in ordered:
+            by_pod.setdefault(reservation.pod, []).append(reservation)
+        checks: PDict[str, _Check] = pdict({r.run_uid: (r, None) for r in ordered})
+        pods = pdict({name: PodReservations(name, tuple(group)) for name, group in by_pod.items()})
+        return NamespaceBook(reservations, ordered, checks, pods)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NamespaceBook):
+            return NotImplemented
+        return self.reservations == other.reservations
+
+    def __hash__(self) -> int:
+        return hash(self.reservations)
+
+    def __repr__(self) -> str:
+        return f"NamespaceBook({self.reservations!r})"
+
+    def __len__(self) -> int:
+        return len(self.reservations)
+
+    def with_reservation(
+        self, reservation: Reservation, run: Run, pod: RuntimePod, usage: Resources
+    ) -> NamespaceBook:
+        """Plus a new reservation (its uid not held yet), granted against ``run``, ``pod``
+        and the pod's actual ``usage`` as the state holds them."""
+        uid, name = reservation.run_uid, reservation.pod
+        ordered = self.ordered
+        at = bisect_left(ordered, uid, key=_RUN_UID)
+        before = self.pods.get(name)
+        on = (() if before is None else before.reservations) + (reservation,)
+        return NamespaceBook(
+            self.reservations.set(uid, reservation),
+            ordered[:at] + (reservation,) + ordered[at:],
+            self.checks.set(uid, (reservation, run)),
+            self.pods.set(name, PodReservations(name, on, pod, usage)),
+        )
+
+    def without(self, uids: Iterable[str]) -> NamespaceBook | None:
+        """Without these reservations (each held); ``None`` when none is left."""
+        reservations, checks = self.reservations, self.checks
+        names: set[str] = set()
+        for uid in uids:
+            names.add(reservations[uid].pod)
+            reservations = reservations.discard(uid)
+            checks = checks.discard(uid)
+        if not reservations:
+            return None
+        keep = reservations.__contains__
+        pods = self.pods
+        for name in names:
+            before = pods[name]
+            on = tuple(r for r in before.reservations if keep(r.run_uid))
+            if on:
+                pods = pods.set(name, PodReservations(name, on, before.pod, before.usage))
+            else:
+                pods = pods.discard(name)
+        ordered = tuple(r for r in self.ordered if keep(r.run_uid))
+        return NamespaceBook(reservations, ordered, checks, pods)
+
+
+def _total(reservations: Iterable[Reservation]) -> Mapping[str, Amount]:
+    """The requests summed per resource (exact; zero entries kept, as summed)."""
+    total: dict[str, Amount] = {}
+    for reservation in reservations:
+        for name, amount in reservation.requests.items():
+            total[name] = total.get(name, 0) + amount
+    return MappingProxyType(total)
+
+
+def _books(by_namespace: PDict[str, PDict[str, Reservation]]) -> PDict[str, NamespaceBook]:
+    return pdict({namespace: NamespaceBook.of(reservations) for namespace, reservations in by_namespace.items()})
 
 
 @dataclass(frozen=True, slots=True)
 class Ledger:
-    """``namespace -> run uid -> Reservation``; one immutable value."""
+    """``namespace -> run uid -> Reservation``; one immutable value.
+
+    Built with ``Ledger(by_namespace)`` (or from :data:`EMPTY_LEDGER` and the
+    functions below, which keep each namespace's :class:`NamespaceBook` up to
+    date instead of re-deriving it). Equality is the reservations'.
+    """
 
     _by_namespace: PDict[str, PDict[str, Reservation]]
+    _books: PDict[str, NamespaceBook] | None = field(default=None, compare=False, repr=False)
+    """namespace -> its book; derived from ``_by_namespace`` when not given."""
+
+    def __post_init__(self) -> None:
+        if self._books is None:
+            object.__setattr__(self, "_books", _books(self._by_namespace))
 
     def get(self, namespace: str, uid: str) -> Reservation | None:
         reservations = self._by_namespace.get(namespace)
         return None if reservations is None else reservations.get(uid)
 
+    def book(self, namespace: str) -> NamespaceBook | None:
+        """The namespace's reservations and what is derived from them; ``None`` when it has none."""
+        books = self._books
+        assert books is not None  # set by __post_init__
+        return books.get(namespace)
+
     def in_namespace(self, namespace: str) -> tuple[Reservation, ...]:
         """The namespace's reservations, by run uid (independent of hash order)."""
-        reservations = self._by_namespace.get(namespace)
-        if reservations is None:
-            return ()
-        return tuple(sorted(reservations.values(), key=lambda r: r.run_uid))
+        book = self.book(namespace)
+        return () if book is None else book.ordered
 
     def namespaces(self) -> tuple[str, ...]:
         """Namespaces holding at least one reservation, sorted."""
@@ -90,11 +268,13 @@ def _conflict(reason: ReserveConflictReason) -> Result[Ledger, ReserveConflict]:
     return Failure(ReserveConflict(_CONFLICTS[reason], reason))
 
 
-def _with_namespace(ledger: Ledger, namespace: str, reservations: PDict[str, Reservation]) -> Ledger:
-    """Replace one namespace's map; an empty one is dropped so equal ledgers compare equal."""
-    if reservations:
-        return Ledger(ledger._by_namespace.set(namespace, reservations))
-    return Ledger(ledger._by_namespace.discard(namespace))
+def _with_book(ledger: Ledger, namespace: str, book: NamespaceBook | None) -> Ledger:
+    """Replace one namespace's book; an empty one is dropped so equal ledgers compare equal."""
+    books = ledger._books
+    assert books is not None
+    if book is not None:
+        return Ledger(ledger._by_namespace.set(namespace, book.reservations), books.set(namespace, book))
+    return Ledger(ledger._by_namespace.discard(namespace), books.discard(namespace))
 
 
 def _still_unobserved(reservation: Reservation, run: Run | None) -> bool:
@@ -116,14 +296,17 @@ def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
     the cycle planned from (a newer Pending version was written after our bind,
     e.g. a reset for retry). Other namespaces are never touched.
     """
-    reservations = ledger._by_namespace.get(namespace)
-    if reservations is None:
+    book = ledger.book(namespace)
+    if book is None:
         return ledger
     run_by_uid = state.run_by_uid
     stale = []
-    for uid, reservation in reservations.items():
-        # _still_unobserved, inlined: this runs for every reservation of every cycle.
+    for reservation, seen in book.checks.values():
+        uid = reservation.run_uid
         run = run_by_uid(namespace, uid)
+        if run is seen and run is not None:
+            continue  # the very Run object reserve checked: _still_unobserved holds
+        # _still_unobserved, inlined: this runs for every reservation of every cycle.
         if (
             run is None
             or run.resource_version != reservation.resource_version
@@ -134,9 +317,7 @@ def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
             stale.append(uid)
     if not stale:
         return ledger
-    for uid in stale:
-        reservations = reservations.discard(uid)
-    return _with_namespace(ledger, namespace, reservations)
+    return _with_book(ledger, namespace, book.without(stale))
 
 
 def observe(ledger: Ledger, run: Run) -> Ledger:
@@ -149,48 +330,33 @@ def observe(ledger: Ledger, run: Run) -> Ledger:
 
 def release(ledger: Ledger, namespace: str, uid: str) -> Ledger:
     """Forget a reservation (its bind failed); the same ledger when there is none."""
-    reservations = ledger._by_namespace.get(namespace)
-    if reservations is None or uid not in reservations:
+    book = ledger.book(namespace)
+    if book is None or uid not in book.reservations:
         return ledger
-    return _with_namespace(ledger, namespace, reservations.discard(uid))
+    return _with_book(ledger, namespace, book.without((uid,)))
 
 
 def reserved_usage(ledger: Ledger, namespace: str, pod: str) -> Resources:
-    """The sum of the requests reserved on ``pod`` (as the ledger holds it).
-
-    One pass that adds only that pod's reservations: ``reserve`` calls this inside the
-    ledger's compare-and-swap, so it must not build totals for every other pod.
-    """
-    reservations = ledger._by_namespace.get(namespace)
-    if reservations is None:
+    """The sum of the requests reserved on ``pod`` (as the ledger holds it); no zero entries."""
+    book = ledger.book(namespace)
+    on_pod = None if book is None else book.pods.get(pod)
+    if on_pod is None:
         return EMPTY_RESOURCES
-    total: dict[str, Amount] = {}
-    for reservation in reservations.values():
-        if reservation.pod == pod:
-            for name, amount in reservation.requests.items():
-                total[name] = total.get(name, 0) + amount
-    return frozen_resources({k: v for k, v in total.items() if v}) if total else EMPTY_RESOURCES
+    kept = {k: v for k, v in on_pod.total.items() if v}
+    return frozen_resources(kept) if kept else EMPTY_RESOURCES
 
 
 def reserved_totals(ledger: Ledger, namespace: str) -> dict[str, dict[str, Amount]]:
     """``pod -> resource -> reserved amount`` for the namespace, as fresh plain dicts
     (zero entries possible): the cheap form for callers that add it to usage at once."""
-    reservations = ledger._by_namespace.get(namespace)
-    totals: dict[str, dict[str, Amount]] = {}
-    if reservations is None:
-        return totals
-    for reservation in reservations.values():
-        total = totals.get(reservation.pod)
-        if total is None:
-            totals[reservation.pod] = dict(reservation.requests)
-        else:
-            for name, amount in reservation.requests.items():
-                total[name] = total.get(name, 0) + amount
-    return totals
+    book = ledger.book(namespace)
+    if book is None:
+        return {}
+    return {name: dict(on_pod.total) for name, on_pod in book.pods.items()}
 
 
 def reserved_by_pod(ledger: Ledger, namespace: str) -> Mapping[str, Resources]:
-    """``pod -> reserved requests`` for the namespace, in one pass over its reservations."""
+    """``pod -> reserved requests`` for the namespace."""
     totals = reserved_totals(ledger, namespace)
     return {pod: frozen_resources({k: v for k, v in total.items() if v}) for pod, total in totals.items()}
 
@@ -234,7 +400,8 @@ def reserve(
         return _conflict("PodReplaced")
     if not target.available(now, config.stale_after()):
         return _conflict("PodUnavailable")
-    usage = add(state.usage(namespace, pod), reserved_usage(synced, namespace, pod))
+    actual = state.usage(namespace, pod)
+    usage = add(actual, reserved_usage(synced, namespace, pod))
     if not fits(target.capacity, usage, run.requests):
         return _conflict("NoRoom")
     reservation = Reservation(
@@ -247,8 +414,8 @@ def reserve(
         requests=run.requests,
         labels=run.labels,
     )
-    reservations = synced._by_namespace.get(namespace) or _EMPTY_NAMESPACE
-    return Success(_with_namespace(synced, namespace, reservations.set(run.uid, reservation)))
+    book = synced.book(namespace) or _EMPTY_BOOK
+    return Success(_with_book(synced, namespace, book.with_reservation(reservation, latest, target, actual)))
 
 
-_EMPTY_NAMESPACE: Final[PDict[str, Reservation]] = empty()
+_EMPTY_BOOK: Final = NamespaceBook(empty(), (), empty(), empty())

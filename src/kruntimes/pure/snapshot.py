@@ -11,24 +11,29 @@ module: ``now`` is an argument.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter
 from typing import Final
 
 from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.ledger import Ledger, reserved_totals, sync
+from kruntimes.pure.ledger import Ledger, NamespaceBook, sync
 from kruntimes.pure.model import (
     AffinityTerm,
+    PodSlot,
     Run,
     RunKey,
     SchedulerConfig,
     Snapshot,
     Target,
 )
+from kruntimes.pure.plugins.affinity import label_matcher
+from kruntimes.pure.resources import plus_reserved
 
 _TARGET_ORDER: Final = attrgetter("pod", "run_uid", "assumed")
 _POD_UID_ORDER: Final = attrgetter("pod", "run_uid")
+_NAME: Final = attrgetter("name")
 
 
 def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config: SchedulerConfig) -> Snapshot:
@@ -41,14 +46,15 @@ def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config
     the cycle ends before it would look at them.
 
     The candidate slots come ready-made from the state (sorted by name, actual
-    usage included); only the pods holding reservations get a new slot.
+    usage included); only the pods holding reservations get another slot, which
+    the ledger usually has ready too (see :func:`_pod_slots`).
     """
     run = state.run(key)
     synced = sync(ledger, state, key.namespace)
     reservation = None if run is None else synced.get(key.namespace, run.uid)
     if run is None or not run.status.pending or not run.runtime:
         return Snapshot(key, run, (), (), None, reservation, now, config)
-    pods = state.pod_slots(key.namespace, run.runtime, reserved_totals(synced, key.namespace))
+    pods = _pod_slots(state, synced.book(key.namespace), key.namespace, run.runtime)
     workspace = None if run.workspace is None else state.workspace(key.namespace, run.workspace.name)
     return Snapshot(
         key=key,
@@ -60,6 +66,47 @@ def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config
         now=now,
         config=config,
     )
+
+
+def _pod_name(slot: PodSlot) -> str:
+    return slot.pod.name
+
+
+def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str) -> tuple[PodSlot, ...]:
+    """``state.pod_slots(namespace, runtime, reserved totals)``, from the ledger's book.
+
+    A pod holding reservations gets ``PodSlot(pod, actual usage + reserved total)``;
+    the book keeps that slot ready (``PodReservations.slot``), used as is while the
+    state's slot still holds the very pod and usage objects it was derived from —
+    else it is rebuilt here. Pods are found by bisecting the name-sorted slots, or
+    through one name index when reservations cover a good part of the pods.
+    """
+    slots = state.pod_slots(namespace, runtime)
+    if book is None or not slots:
+        return slots
+    loaded = [on_pod for on_pod in book.pods.values() if on_pod.total]
+    if not loaded:
+        return slots
+    count = len(slots)
+    # A name index costs ~1 step per pod, bisecting ~log2(pods) key calls per loaded pod.
+    if count * 3 < len(loaded) * count.bit_length() * 2:
+        index = dict(zip([slot.pod.name for slot in slots], range(count)))
+        located = list(zip(map(index.get, map(_NAME, loaded)), loaded))
+    else:
+        located = []
+        for on_pod in loaded:
+            at = bisect_left(slots, on_pod.name, key=_pod_name)
+            located.append((at if at < count and slots[at].pod.name == on_pod.name else None, on_pod))
+    out = list(slots)
+    for position, on_pod in located:
+        if position is None:
+            continue  # a pod of another runtime, or gone
+        slot = out[position]
+        if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
+            out[position] = on_pod.slot
+        else:
+            out[position] = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
+    return tuple(out)
 
 
 def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...]:
@@ -86,10 +133,12 @@ def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...
         for group in found:
             for target in sorted(group, key=_POD_UID_ORDER):
                 by_uid.setdefault(target.run_uid, target)
+    matchers = [label_matcher(selector) for selector in dict.fromkeys(term.selector for term in terms)]
     for reservation in ledger.in_namespace(run.namespace):
         if reservation.run_uid == run.uid or reservation.run_uid in by_uid:
             continue
-        if any(term.selector.matches(reservation.labels) for term in terms):
+        labels = reservation.labels
+        if any(matches(labels) for matches in matchers):
             by_uid[reservation.run_uid] = Target(
                 pod=reservation.pod, labels=reservation.labels, run_uid=reservation.run_uid, assumed=True
             )
