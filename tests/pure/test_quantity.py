@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kruntimes.pure.quantity import (
+    MAX_DIGITS,
     Amount,
     format_quantity,
     parse_nonnegative_integer,
@@ -88,11 +89,19 @@ def test_formatting_any_exact_decimal_reads_back_equal(value: Fraction | int) ->
 
 
 def _terminates(value: Fraction) -> bool:
+    """A finite decimal whose plain form stays within the parser's digit bound."""
     denominator = value.denominator
     for prime in (2, 5):
         while denominator % prime == 0:
             denominator //= prime
-    return denominator == 1 and abs(value.numerator) < 10**40
+    if denominator != 1 or abs(value.numerator) >= 10**40:
+        return False
+    return len(format_quantity(value).lstrip("-").replace(".", "")) <= MAX_DIGITS
+
+
+def test_beyond_the_parsers_digit_bound_a_formatted_value_is_refused_not_misread() -> None:
+    value = Fraction(1, 2**64)  # 64 decimal places: the plain form has 65 digits
+    assert parse_quantity(format_quantity(value)) is None
 
 
 _DECIMAL_TEXTS = st.builds(
