@@ -219,3 +219,18 @@ def test_deep_pdict_tries_behave_as_dicts(ops: list[tuple[bool, int, int]]) -> N
         assert all(len(inner) > 0 for inner in nested.values())
     finally:
         module.LEAF_MAX = saved  # type: ignore[misc]
+
+
+def test_a_lazy_ranking_reads_and_compares_as_the_tuple_it_stands_for() -> None:
+    from kruntimes.pure.plan import ScoreTable, ranked_views
+
+    table = ScoreTable(["a", "b", "c"], ["LeastLoaded", "Preferred"], [(10, 0), (50, 50), (100, 0)], [10, 100, 100])
+    ranking, scores = ranked_views(table)
+    assert len(ranking) == 3 and len(scores) == 3
+    assert ranking == ("b", "c", "a") and ("b", "c", "a") == ranking  # equal totals: name order
+    assert list(ranking) == ["b", "c", "a"] and ranking[0] == "b" and ranking[1:] == ("c", "a")
+    assert "c" in ranking and "z" not in ranking
+    assert scores[0] == PodScore("b", (("LeastLoaded", 50), ("Preferred", 50)), 100)
+    assert scores == tuple(scores) and hash(scores) == hash(tuple(scores))
+    assert repr(ranking) == "('b', 'c', 'a')"
+    assert ranking != ("a", "b", "c")

@@ -22,6 +22,7 @@ This is a purely computational module with no side effects.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Final
@@ -156,7 +157,7 @@ def _filter_verdicts(run: Run, snapshot: Snapshot, registry: Registry) -> tuple[
     return tuple(verdicts)
 
 
-def _ranked(verdicts: tuple[PodVerdict, ...], scores: tuple[PodScore, ...]) -> tuple[PodVerdict, ...]:
+def _ranked(verdicts: tuple[PodVerdict, ...], scores: Sequence[PodScore]) -> tuple[PodVerdict, ...]:
     """Feasible pods in the plan's ranking order with their scores, then the rejected ones as given."""
     by_pod = {v.pod: v for v in verdicts}
     ranked = tuple(replace(by_pod[s.pod], score=s, rank=i) for i, s in enumerate(scores, 1) if s.pod in by_pod)

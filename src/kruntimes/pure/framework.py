@@ -54,10 +54,11 @@ from kruntimes.pure.plan import (
     Delay,
     Fail,
     Plan,
-    PodScore,
     Rejections,
+    ScoreTable,
     Skip,
     Wait,
+    ranked_views,
 )
 from kruntimes.pure.plugins.affinity import RunAffinity
 from kruntimes.pure.plugins.availability import RuntimePodAvailability
@@ -409,14 +410,13 @@ def plan_cycle(snapshot: Snapshot, registry: Registry = DEFAULT_REGISTRY) -> Res
         return Success(Wait(message, rejections))
 
     return _score(run, snapshot, registry, tuple(feasible)).map(
-        lambda ranked: Bind(
-            pod=ranked[0].pod.name,
-            pod_uid=ranked[0].pod.uid,
-            ranking=ranked[1],
-            scores=ranked[2],
-            rejections=rejections,
-        )
+        lambda scored: _bind(scored[0], scored[1], rejections)
     )
+
+
+def _bind(best: PodSlot, table: ScoreTable, rejections: Rejections) -> Bind:
+    ranking, scores = ranked_views(table)
+    return Bind(pod=best.pod.name, pod_uid=best.pod.uid, ranking=ranking, scores=scores, rejections=rejections)
 
 
 def _rejections(registry: Registry, counts: dict[tuple[int, str], int]) -> Result[Rejections, CycleError]:
@@ -437,8 +437,8 @@ def _rejections(registry: Registry, counts: dict[tuple[int, str], int]) -> Resul
 
 def _score(
     run: Run, snapshot: Snapshot, registry: Registry, feasible: tuple[PodSlot, ...]
-) -> Result[tuple[PodSlot, tuple[str, ...], tuple[PodScore, ...]], CycleError]:
-    """Score, normalize, check 0..100, weight, sum, rank (SPEC §5): the best slot and every score, best first."""
+) -> Result[tuple[PodSlot, ScoreTable], CycleError]:
+    """Score, normalize, check 0..100, weight, sum (SPEC §5): the best slot, and the table that ranks them all."""
     count = len(feasible)
     names: list[str] = []
     columns: list[tuple[int, ...]] = []
@@ -470,8 +470,8 @@ def _score(
 
     # Total descending, then pod name ascending (code point order = UTF-8 byte order).
     # A snapshot's pods come sorted by name (else they are put in name order first);
-    # then one stable sort by total, descending (a reverse sort is still stable),
-    # with a C-level key, sorts the PodScores themselves: no index indirection.
+    # the best pod is the first by name with the top total. The full ranking is left
+    # to the ScoreTable, which builds it only when read (cycle log, explain, simulate).
     pod_names = [slot.pod.name for slot in feasible]
     rows = list(zip(*columns)) if columns else [()] * count
     if not all(map(operator.lt, pod_names, itertools.islice(pod_names, 1, None))):
@@ -480,23 +480,8 @@ def _score(
         rows = list(map(rows.__getitem__, by_name))
         totals = list(map(totals.__getitem__, by_name))
         feasible = tuple(map(feasible.__getitem__, by_name))
-    # Many pods share a score row: build each distinct by_plugin tuple once; then
-    # one PodScore per pod, built by C-level map/zip (no Python frame per pod).
-    labelled = {row: tuple(zip(names, row)) for row in set(rows)}
-    scored = list(map(_new_tuple, itertools.repeat(PodScore), zip(pod_names, map(labelled.__getitem__, rows), totals)))
-    scored.sort(key=_TOTAL, reverse=True)
-    best = feasible[totals.index(scored[0].total)]  # the first pod, by name, with the top total
-    return Success((best, tuple(map(_POD, scored)), tuple(scored)))
-
-
-_new_tuple: Final = cast(
-    "Callable[[type[PodScore], tuple[str, tuple[tuple[str, int], ...], int]], PodScore]", tuple.__new__
-)
-"""``tuple.__new__(PodScore, (pod, by_plugin, total))``: a PodScore without a Python-level ``__new__`` frame."""
-_TOTAL: Final = operator.itemgetter(2)
-"""``PodScore.total`` at C speed."""
-_POD: Final = operator.itemgetter(0)
-"""``PodScore.pod`` at C speed."""
+    best = feasible[totals.index(max(totals))]
+    return Success((best, ScoreTable(pod_names, names, rows, totals)))
 
 
 def _wrong_length(name: str, what: str, got: int, want: int) -> CycleError:

@@ -16,8 +16,11 @@ Each plan variant says what the effect layer does next:
 
 from __future__ import annotations
 
+import itertools
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, NamedTuple, TypeAlias
+from typing import Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar, cast, final, overload
 
 WAIT_REQUEUE_SECONDS: Final = 30.0
 
@@ -38,14 +41,123 @@ class PodScore(NamedTuple):
     total: int
 
 
+_new_score: Final = cast(
+    "Callable[[type[PodScore], tuple[str, tuple[tuple[str, int], ...], int]], PodScore]", tuple.__new__
+)
+"""``tuple.__new__(PodScore, (pod, by_plugin, total))``: a PodScore without a Python-level ``__new__`` frame."""
+_TOTAL: Final = operator.itemgetter(2)
+_POD: Final = operator.itemgetter(0)
+
+
+@final
+class ScoreTable:
+    """Every feasible pod's scores, ranked only when someone asks.
+
+    Picking the best pod needs the totals alone; the ranked ``PodScore`` rows are
+    for the cycle log, ``explain`` and ``simulate``. Building them costs a tuple per
+    pod and a sort, a third of a cycle at a thousand pods, so the table keeps the
+    columns and ranks them on first use (once: the result is kept). The value is
+    immutable either way: the same inputs always give the same ranking.
+    """
+
+    __slots__ = ("_pods", "_plugins", "_rows", "_totals", "_ranked")
+
+    def __init__(
+        self, pods: Sequence[str], plugins: Sequence[str], rows: Sequence[tuple[int, ...]], totals: Sequence[int]
+    ) -> None:
+        """``pods`` in name order; ``rows[i]`` the normalized scores of ``pods[i]`` per plugin."""
+        self._pods = pods
+        self._plugins = plugins
+        self._rows = rows
+        self._totals = totals
+        self._ranked: tuple[PodScore, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def ranked(self) -> tuple[PodScore, ...]:
+        """Total descending, then pod name ascending (SPEC §5)."""
+        ranked = self._ranked
+        if ranked is None:
+            names = self._plugins
+            # many pods share a score row: build each distinct by_plugin tuple once
+            labelled = {row: tuple(zip(names, row)) for row in set(self._rows)}
+            scored = list(
+                map(_new_score, itertools.repeat(PodScore), zip(self._pods, map(labelled.__getitem__, self._rows), self._totals))
+            )
+            scored.sort(key=_TOTAL, reverse=True)  # stable: equal totals stay in name order
+            ranked = self._ranked = tuple(scored)
+        return ranked
+
+
+_T = TypeVar("_T")
+
+
+@final
+class Ranked(Sequence[_T], Generic[_T]):
+    """A read-only view of a :class:`ScoreTable` in ranking order; equal to the tuple it stands for."""
+
+    __slots__ = ("_table", "_pick")
+
+    def __init__(self, table: ScoreTable, pick: Callable[[tuple[PodScore, ...]], tuple[_T, ...]]) -> None:
+        self._table = table
+        self._pick = pick
+
+    def _items(self) -> tuple[_T, ...]:
+        return self._pick(self._table.ranked())
+
+    @overload
+    def __getitem__(self, index: int) -> _T: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[_T, ...]: ...
+    def __getitem__(self, index: int | slice) -> _T | tuple[_T, ...]:
+        return self._items()[index]
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def __iter__(self) -> Iterator[_T]:
+        return iter(self._items())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Ranked):
+            return self._items() == other._items()
+        if isinstance(other, tuple):
+            return self._items() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items())
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+
+def _pods(ranked: tuple[PodScore, ...]) -> tuple[str, ...]:
+    return tuple(map(_POD, ranked))
+
+
+def _same(ranked: tuple[PodScore, ...]) -> tuple[PodScore, ...]:
+    return ranked
+
+
+def ranked_views(table: ScoreTable) -> tuple[Ranked[str], Ranked[PodScore]]:
+    """``(ranking, scores)`` for a :class:`Bind`, both ranked on first use."""
+    return Ranked(table, _pods), Ranked(table, _same)
+
+
 @dataclass(frozen=True, slots=True)
 class Bind:
     pod: str
     pod_uid: str
-    ranking: tuple[str, ...]
-    """Feasible pods, best first (total descending, then name ascending)."""
-    scores: tuple[PodScore, ...]
-    """In ranking order."""
+    ranking: Sequence[str]
+    """Feasible pods, best first (total descending, then name ascending); a tuple, or a
+    :class:`Ranked` view equal to it (the planner ranks only when this is read)."""
+    scores: Sequence[PodScore]
+    """In ranking order (a tuple or an equal :class:`Ranked` view)."""
     rejections: Rejections
 
 
