@@ -20,7 +20,7 @@ from kruntimes.pure.decode import (
     decode_run,
     decode_workspace,
 )
-from kruntimes.pure.model import HEARTBEAT_CONDITION, RunAffinity, SchedulerConfig, frozen_labels
+from kruntimes.pure.model import HEARTBEAT_CONDITION, RunAffinity, SchedulerConfig, frozen_labels, frozen_resources
 from kruntimes.pure.resources import fits
 from tests.pure.builders import (
     NOW,
@@ -418,3 +418,15 @@ def test_a_sharing_table_is_bounded() -> None:
         assert table.put(key, key.upper()) == key.upper()
     assert table.get("f") == "F"
     assert sum(table.get(k) is not None for k in "abcdef") <= 3
+
+
+def test_equal_request_maps_decode_once_and_other_types_are_never_confused() -> None:
+    first = decode_requests({"runs": "2", "gpu": "1"})
+    again = decode_requests({"runs": "2", "gpu": "1"})
+    assert first == (frozen_resources({"runs": 2, "gpu": 1}), None)
+    assert again[0] is first[0], "the second decode shares the first one's map"
+    assert decode_requests({"runs": 2, "gpu": 1}) == first  # numbers are quantities too, decoded afresh
+    assert decode_requests({"runs": True})[1] == 'resource request "runs" must be a non-negative integer'
+    assert decode_requests({"runs": "1"}) == (frozen_resources({"runs": 1}), None)
+    assert decode_requests({"runs": "500m"})[1] == 'resource request "runs" must be a non-negative integer'
+    assert decode_requests({"runs": "500m"})[1] == 'resource request "runs" must be a non-negative integer'

@@ -114,6 +114,7 @@ SHARED_LIMIT: Final = 1 << 16
 _shared_labels: Final[_Shared[tuple[tuple[str, str], ...], Labels]] = _Shared(SHARED_LIMIT)
 _shared_statuses: Final[_Shared[RunStatus, RunStatus]] = _Shared(SHARED_LIMIT)
 _shared_times: Final[_Shared[str, datetime | None]] = _Shared(SHARED_LIMIT)
+_shared_requests: Final[_Shared[tuple[tuple[str, object], ...], tuple[Resources, str | None]]] = _Shared(4096)
 
 # --- small total accessors ------------------------------------------------------
 
@@ -321,6 +322,18 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
             ONE_RUN,
             "spec.resources.requests must be a map of resource name to quantity",
         )
+    # Runs repeat a handful of request maps: decode each text form once (only all-string
+    # maps are memoized, so 1, 1.0 and True can never share an entry).
+    items = tuple(as_map.items())
+    if all(type(name) is str and type(raw) is str for name, raw in items):
+        found = _shared_requests.get(items)
+        if found is not None:
+            return found
+        return _shared_requests.put(items, _requests_of(as_map))
+    return _requests_of(as_map)
+
+
+def _requests_of(as_map: Mapping[str, object]) -> tuple[Resources, str | None]:
     valid: dict[str, Amount] = {}
     bad: list[str] = []
     # YAML may carry non-string keys even where JSON cannot.
