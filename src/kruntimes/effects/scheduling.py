@@ -231,7 +231,7 @@ class SchedulingCycle:
                 self._metrics.observe_queue_duration((now - run.creation_timestamp).total_seconds())
             if self._events is not None:
                 self._events.scheduled(run, plan.pod)
-            log.info("bound run", extra={"run": str(key), "pod": plan.pod})
+            log.debug("bound run", extra={"run": str(key), "pod": plan.pod})  # one per bind: metrics and Events count them
             return CycleResult(key, "scheduled", Forget(), planned, plan.pod)
         self._release(run)
         failure = written.failure()
