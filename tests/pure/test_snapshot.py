@@ -5,7 +5,11 @@ from __future__ import annotations
 from functools import reduce
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure.plan import Bind
 from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, reserve
 from kruntimes.pure.model import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
@@ -20,6 +24,17 @@ from tests.pure.builders import (
     expression,
     term,
 )
+
+
+LABEL_SETS = st.dictionaries(st.sampled_from(["app", "tier"]), st.sampled_from(["db", "web", "gold"]), max_size=2)
+SELECTOR_TERMS = [
+    term({"app": "db"}),
+    term({"app": "web"}),
+    term({"tier": "gold"}),
+    term({"app": "web", "tier": "gold"}),
+    term(expressions=[expression("app", "Exists")]),
+    term(expressions=[expression("tier", "NotIn", ["gold"])]),
+]
 
 
 def world(*objects: Object) -> ClusterState:
@@ -170,4 +185,53 @@ def test_snapshot_cost_does_not_grow_with_unrelated_active_runs(monkeypatch: pyt
     large_snapshot = snap(large, "r")
     assert calls == small_calls
     assert large_snapshot.targets == small_snapshot.targets
-    assert len(large_snapshot.targets) == 3
+    assert [t.run_uid for t in large_snapshot.targets] == ["uid-run-default-web-0"]  # one per pod: the lowest uid
+    every = take(large, EMPTY_LEDGER, RunKey("default", "r"), NOW, DEFAULT_CONFIG, every_target=True)
+    assert len(every.targets) == 3
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), LABEL_SETS), max_size=24),
+    st.lists(st.sampled_from(SELECTOR_TERMS), max_size=2),
+    st.lists(st.tuples(st.integers(1, 100), st.sampled_from(SELECTOR_TERMS)), max_size=2),
+    st.lists(st.sampled_from(SELECTOR_TERMS), max_size=2),
+    st.lists(st.tuples(st.integers(1, 100), st.sampled_from(SELECTOR_TERMS)), max_size=2),
+    LABEL_SETS,
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d"]), LABEL_SETS), max_size=3),
+)
+def test_one_target_per_pod_and_selector_plans_exactly_as_every_target(
+    active: list[tuple[str, dict[str, str]]],
+    required: list[dict[str, object]],
+    preferred: list[tuple[int, dict[str, object]]],
+    anti_required: list[dict[str, object]],
+    anti_preferred: list[tuple[int, dict[str, object]]],
+    own_labels: dict[str, str],
+    in_flight: list[tuple[str, dict[str, str]]],
+) -> None:
+    """Affinity is decided by which pods host a match (SPEC §4–§5), so the reduced
+    snapshot gives the very plan, scores and ranking included, of the full one."""
+    run = decoded_run(
+        "r",
+        labels=own_labels,
+        affinity=affinity_json(
+            required=required, preferred=preferred, anti_required=anti_required, anti_preferred=anti_preferred
+        ),
+    )
+    pods = [decoded_pod(name, capacity={"runs": "30"}) for name in ("a", "b", "c", "d")]
+    runs = [active_run(f"t{i}", pod, labels=labels) for i, (pod, labels) in enumerate(active)]
+    pending = [decoded_run(f"p{i}", labels=labels) for i, (_, labels) in enumerate(in_flight)]
+    state = from_objects([run, *pods, *runs, *pending])
+    ledger = EMPTY_LEDGER
+    for reserved_run, (pod, _) in zip(pending, in_flight):
+        ledger = reserved(ledger, state, reserved_run, pod)
+    key = RunKey("default", "r")
+    reduced = take(state, ledger, key, NOW, DEFAULT_CONFIG)
+    every = take(state, ledger, key, NOW, DEFAULT_CONFIG, every_target=True)
+    ids = [(t.pod, t.run_uid, t.assumed) for t in reduced.targets]
+    assert set(ids) <= {(t.pod, t.run_uid, t.assumed) for t in every.targets} and len(set(ids)) == len(ids)
+    full_plan = plan_cycle(every)
+    reduced_plan = plan_cycle(reduced)
+    assert reduced_plan == full_plan
+    full, small = full_plan.value_or(None), reduced_plan.value_or(None)
+    if isinstance(full, Bind) and isinstance(small, Bind):
+        assert tuple(small.scores) == tuple(full.scores) and tuple(small.ranking) == tuple(full.ranking)

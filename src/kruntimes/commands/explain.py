@@ -569,7 +569,7 @@ def run(args: argparse.Namespace) -> int:
     except _Trouble as trouble:
         return _fail(trouble.message, trouble.code)
     state = from_objects(world.objects)
-    exp = explain(take(state, EMPTY_LEDGER, key, now, config))
+    exp = explain(take(state, EMPTY_LEDGER, key, now, config, every_target=True))  # it counts matches per pod
     if world.skipped:
         print(f"kruntimes explain: warning: {world.skipped} undecodable object(s) left out", file=sys.stderr)
     if logged is not None and logged.malformed:

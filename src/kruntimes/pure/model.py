@@ -383,8 +383,10 @@ class Snapshot:
     """Everything one cycle may read, taken at one instant (SPEC §3.8).
 
     ``targets`` holds only the namespace's targets that match at least one of the
-    Run's affinity terms: enough to decide every term (including whether any
-    target in the namespace matches it), and small whatever the cluster's size.
+    Run's affinity terms, and of the active ones one per pod and selector (see
+    ``snapshot.take``): enough to decide every term (which pods host a match,
+    and whether any target in the namespace matches it), and small whatever the
+    cluster's size. A plugin must not count targets.
     """
 
     key: RunKey

@@ -36,8 +36,24 @@ _POD_UID_ORDER: Final = attrgetter("pod", "run_uid")
 _NAME: Final = attrgetter("name")
 
 
-def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config: SchedulerConfig) -> Snapshot:
+def take(
+    state: ClusterState,
+    ledger: Ledger,
+    key: RunKey,
+    now: datetime,
+    config: SchedulerConfig,
+    *,
+    every_target: bool = False,
+) -> Snapshot:
     """The snapshot for one dequeued Run key.
+
+    Targets: every affinity term is decided by *which pods* host a matching
+    target and whether any target matches at all (SPEC §4–§5: existence, never
+    counts), so per distinct selector of the Run's terms the snapshot keeps one
+    matching active Run per pod (the lowest uid), plus the matching
+    reservations. A term matching thousands of Runs then costs one pass over
+    them here and O(pods) in the plugins. ``every_target=True`` keeps every
+    matching target (``explain`` counts them per pod); the plan is the same.
 
     The ledger's view of the namespace is synced first (SPEC §6), so overtaken
     reservations neither hold capacity nor count as targets here; the synced
@@ -60,7 +76,7 @@ def take(state: ClusterState, ledger: Ledger, key: RunKey, now: datetime, config
         key=key,
         run=run,
         pods=pods,
-        targets=_targets(state, synced, run),
+        targets=_targets(state, synced, run, every_target),
         workspace=workspace,
         reservation=reservation,
         now=now,
@@ -109,8 +125,20 @@ def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, 
     return tuple(out)
 
 
-def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...]:
-    """Active Runs and reservations of the namespace matching any of the Run's terms.
+def _one_per_pod(targets: list[Target]) -> list[Target]:
+    """The lowest-uid target on each pod (deterministic whatever the hash order)."""
+    chosen: dict[str, Target] = {}
+    get = chosen.get
+    for target in targets:
+        held = get(target.pod)
+        if held is None or target.run_uid < held.run_uid:
+            chosen[target.pod] = target
+    return list(chosen.values())
+
+
+def _targets(state: ClusterState, ledger: Ledger, run: Run, every_target: bool = False) -> tuple[Target, ...]:
+    """Active Runs and reservations of the namespace matching any of the Run's terms
+    (of the active ones, one per pod and selector unless ``every_target``; see :func:`take`).
 
     One entry per run uid: a Run both active and still reserved is counted
     once, as its active observation. The Run's own reservation is never a
@@ -123,6 +151,8 @@ def _targets(state: ClusterState, ledger: Ledger, run: Run) -> tuple[Target, ...
         state.unsorted_matching_targets(run.namespace, selector)
         for selector in dict.fromkeys(term.selector for term in terms)
     ]
+    if not every_target:
+        found = [_one_per_pod(group) for group in found]
     # The same active Run is the same Target object in every index group, so
     # keying by identity first and by uid second loses nothing unless two
     # distinct targets share a uid; then keep the first in the documented order.
