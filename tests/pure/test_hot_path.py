@@ -224,7 +224,7 @@ def test_deep_pdict_tries_behave_as_dicts(ops: list[tuple[bool, int, int]]) -> N
 def test_a_lazy_ranking_reads_and_compares_as_the_tuple_it_stands_for() -> None:
     from kruntimes.pure.plan import ScoreTable, ranked_views
 
-    table = ScoreTable(["a", "b", "c"], ["LeastLoaded", "Preferred"], [(10, 0), (50, 50), (100, 0)], [10, 100, 100])
+    table = ScoreTable(["a", "b", "c"], ["LeastLoaded", "Preferred"], [(10, 50, 100), (0, 50, 0)], [10, 100, 100])
     ranking, scores = ranked_views(table)
     assert len(ranking) == 3 and len(scores) == 3
     assert ranking == ("b", "c", "a") and ("b", "c", "a") == ranking  # equal totals: name order

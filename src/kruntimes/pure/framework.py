@@ -473,15 +473,14 @@ def _score(
     # the best pod is the first by name with the top total. The full ranking is left
     # to the ScoreTable, which builds it only when read (cycle log, explain, simulate).
     pod_names = [slot.pod.name for slot in feasible]
-    rows = list(zip(*columns)) if columns else [()] * count
     if not all(map(operator.lt, pod_names, itertools.islice(pod_names, 1, None))):
         by_name = sorted(range(count), key=pod_names.__getitem__)
         pod_names = list(map(pod_names.__getitem__, by_name))
-        rows = list(map(rows.__getitem__, by_name))
+        columns = [tuple(map(column.__getitem__, by_name)) for column in columns]
         totals = list(map(totals.__getitem__, by_name))
         feasible = tuple(map(feasible.__getitem__, by_name))
     best = feasible[totals.index(max(totals))]
-    return Success((best, ScoreTable(pod_names, names, rows, totals)))
+    return Success((best, ScoreTable(pod_names, names, columns, totals)))
 
 
 def _wrong_length(name: str, what: str, got: int, want: int) -> CycleError:

@@ -60,15 +60,20 @@ class ScoreTable:
     immutable either way: the same inputs always give the same ranking.
     """
 
-    __slots__ = ("_pods", "_plugins", "_rows", "_totals", "_ranked")
+    __slots__ = ("_pods", "_plugins", "_columns", "_totals", "_ranked")
 
     def __init__(
-        self, pods: Sequence[str], plugins: Sequence[str], rows: Sequence[tuple[int, ...]], totals: Sequence[int]
+        self,
+        pods: Sequence[str],
+        plugins: Sequence[str],
+        columns: Sequence[Sequence[int]],
+        totals: Sequence[int],
     ) -> None:
-        """``pods`` in name order; ``rows[i]`` the normalized scores of ``pods[i]`` per plugin."""
+        """``pods`` in name order; ``columns[k][i]`` the normalized score of ``pods[i]`` by
+        ``plugins[k]``; ``totals[i]`` its weighted sum."""
         self._pods = pods
         self._plugins = plugins
-        self._rows = rows
+        self._columns = columns
         self._totals = totals
         self._ranked: tuple[PodScore, ...] | None = None
 
@@ -80,10 +85,11 @@ class ScoreTable:
         ranked = self._ranked
         if ranked is None:
             names = self._plugins
+            rows = list(zip(*self._columns)) if self._columns else [()] * len(self._pods)
             # many pods share a score row: build each distinct by_plugin tuple once
-            labelled = {row: tuple(zip(names, row)) for row in set(self._rows)}
+            labelled = {row: tuple(zip(names, row)) for row in set(rows)}
             scored = list(
-                map(_new_score, itertools.repeat(PodScore), zip(self._pods, map(labelled.__getitem__, self._rows), self._totals))
+                map(_new_score, itertools.repeat(PodScore), zip(self._pods, map(labelled.__getitem__, rows), self._totals))
             )
             scored.sort(key=_TOTAL, reverse=True)  # stable: equal totals stay in name order
             ranked = self._ranked = tuple(scored)
