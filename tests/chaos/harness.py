@@ -301,6 +301,14 @@ class World:
             spec["cancelRequested"] = True
         return {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": f"run-{index}", "labels": labels}, "spec": spec}
 
+    def create_one(self, index: int) -> None:
+        """One more Run (``run-<index>``), plain, in the namespace the creator would use."""
+        namespace = self.spec.namespaces[index % len(self.spec.namespaces)]
+        body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": f"run-{index}"}, "spec": {"runtime": self.spec.runtimes[0]}}
+        if self.write(lambda: self.cluster.service.create(self.rd(RUNS), namespace, body, WriteContext("create", user_agent=CREATOR))):
+            with self.lock:
+                self.created += 1
+
     def create_runs(self, total: int, stop: threading.Event) -> None:
         batch = max(1, int(self.spec.create_rate / 10))
         index = 0
@@ -588,9 +596,15 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             thread.start()
         creator.join()
         killer.join()
-        # keep injecting (briefly) until every fault type has actually happened at least once
+        # keep injecting (briefly) until every fault type has actually happened at least once; a
+        # trickle of new Runs keeps some Scheduled or Running for the faults that act on those (on a
+        # loaded machine the burst may have finished before the monkey got to them)
         extra = time.monotonic() + 15.0
+        index = spec.runs
         while time.monotonic() < extra and any(world.fired()[kind] == 0 for kind in spec.faults):
+            if world.fired()["reset_retry"] == 0 or world.fired()["cancel"] == 0:
+                world.create_one(index)
+                index += 1
             time.sleep(0.2)
         stop.set()
         monkey.join()

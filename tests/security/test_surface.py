@@ -30,6 +30,9 @@ from .support import PODS, RUNS, RequestRecorder, create, run_phase, scheduler, 
 
 WORKSPACES = GroupResource("kruntimes.io", "persistentworkspaces")
 ALLOWED = {"/metrics", "/healthz", "/readyz"}
+AGENT = "kruntimes-scheduler/rbac"
+"""The User-Agent of the scheduler under test: only its requests are judged (a stray client
+that reaches a reused port, e.g. another test's scheduler, is not this scheduler)."""
 PROBES = [
     "/", "/metrics/", "/metrics/../healthz", "/debug/pprof/", "/debug/vars", "/admin", "/_devcluster/faults",
     "/%2e%2e/%2e%2e/etc/passwd", "/../../etc/passwd", "/healthz/extra", "/readyz?verbose", "//evil.example/metrics", "/.git/config",
@@ -187,15 +190,15 @@ def test_rbac_is_exactly_what_the_scheduler_uses(cluster: DevCluster, tmp_path: 
         for name, spec in (("bound", {}), ("waits", {"resources": {"requests": {"gpu": "1"}}}), ("fails", {"resources": {"requests": {"runs": "abc"}}})):
             create(cluster, RUNS, "team-a", {"metadata": {"name": name}, "spec": {"runtime": "python", **spec}})
         wait_until(lambda: run_phase(cluster, "team-a", "bound") == "Scheduled" and run_phase(cluster, "team-a", "fails") == "Failed", what="decisions")
-        wait_until(lambda: any(s.verb == "create" and s.resource == "events" for s in recorder.by("kruntimes-scheduler/")), what="an Event")
+        wait_until(lambda: any(s.verb == "create" and s.resource == "events" for s in recorder.by(AGENT)), what="an Event")
         # a runtime_pod wakeup re-plans the waiting Run: the same FailedScheduling again is a patch of its Event
         for index in range(5):
             _pod(cluster, f"unready-{index}", ready=False)
-            if any(s.verb == "patch" and s.resource == "events" for s in recorder.by("kruntimes-scheduler/")):
+            if any(s.verb == "patch" and s.resource == "events" for s in recorder.by(AGENT)):
                 break
             time.sleep(0.5)
-        wait_until(lambda: any(s.verb == "patch" and s.resource == "events" for s in recorder.by("kruntimes-scheduler/")), what="an Event patch")
-    used = recorder.by("kruntimes-scheduler/")
+        wait_until(lambda: any(s.verb == "patch" and s.resource == "events" for s in recorder.by(AGENT)), what="an Event patch")
+    used = recorder.by(AGENT)
     assert used, "the scheduler's requests are recorded"
     missing = rbac.uncovered(grants, used)
     assert not missing, f"requests the RBAC in deploy/ does not grant: {sorted({(m.verb, m.group, m.resource, m.subresource, m.namespace) for m in missing})}"
