@@ -198,6 +198,9 @@ def test_bad_bind_addresses_are_refused(text: str) -> None:
         ["--heartbeat-stale-after", "soon"],
         ["--metrics-bind-address", "8080"],
         ["--log-format", "xml"],
+        ["--event-qps", "-1"],
+        ["--event-qps", "nan"],
+        ["--event-burst", "0"],
         ["--leader-elect", "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "10s"],
         ["--kubeconfig", "/nonexistent/kubeconfig"],
     ],
@@ -210,6 +213,19 @@ def test_bad_flags_exit_2_with_a_message_and_no_traceback(argv: list[str], capsy
     assert code == 2
     err = capsys.readouterr().err
     assert "kruntimes scheduler: " in err and "Traceback" not in err
+
+
+def test_event_rate_flags_reach_the_options() -> None:
+    import argparse
+
+    from kruntimes.commands import scheduler as command
+
+    parser = argparse.ArgumentParser()
+    command.configure(parser)
+    options = command.options_from(parser.parse_args(["--event-qps", "0", "--event-burst", "5"]))
+    assert (options.event_qps, options.event_burst) == (0.0, 5)
+    defaults = command.options_from(parser.parse_args([]))
+    assert (defaults.event_qps, defaults.event_burst) == (50.0, 100)
 
 
 def test_options_name_every_problem() -> None:
