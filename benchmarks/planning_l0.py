@@ -21,9 +21,12 @@ path). Variants and worlds of one pod count are interleaved round by round.
 active (Running → Ready), Runs finishing (Running → Succeeded) and binds being
 observed (Pending → Scheduled), applied with ``cluster.apply`` in batches of
 1, 10 and 100 from the same base state; and ``cluster.from_objects`` over the
-whole object list. Each with the collector as the scheduler runs it (enabled,
-default thresholds), and the event batches also after ``gc.freeze()`` and with
-the collector disabled, to size the GC proposal of docs/performance.md.
+whole object list. Cycles run with the collector as the scheduler process runs
+it (``--gc scheduler``, the default: ``effects.runner.tune_gc``'s raised
+young-generation threshold, and the worlds frozen as the scheduler freezes its
+synced caches) or with CPython's defaults (``--gc default``). Events run with
+the collector enabled at default thresholds, and also after ``gc.freeze()`` and
+with the collector disabled.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Final
 
 from _worlds import runtime_pod
 
+from kruntimes.effects.runner import GC_GEN0_THRESHOLD
 from kruntimes.pure import cluster, ledger, snapshot
 from kruntimes.pure.cluster import ClusterState, Event
 from kruntimes.pure.decode import decode_run
@@ -218,17 +222,33 @@ def _rounds(pods: int, override: int, quick: bool) -> int:
     return max(21, rounds // 10) if quick else rounds
 
 
-def measure_cycles(worlds: Sequence[World], rounds: int) -> dict[tuple[int, int, str], dict[str, float]]:
+def measure_cycles(
+    worlds: Sequence[World], rounds: int, gc_mode: str = "scheduler"
+) -> dict[tuple[int, int, str], dict[str, float]]:
+    """Median and p90 per (world, variant), interleaved round by round.
+
+    ``gc_mode="scheduler"``: the collector as the scheduler process runs it
+    (``effects.runner.tune_gc``: young-generation threshold raised, the state built
+    before the cycles frozen); ``"default"``: CPython's defaults, nothing frozen.
+    """
     cells = [(w, v) for w in worlds for v in VARIANTS]
     samples: dict[tuple[int, int, str], list[int]] = {(w.pods, w.active, v): [] for w, v in cells}
     for world, variant in cells:  # warm-up and a correctness check of every variant
         for _ in range(3):
             one_cycle_ns(world, variant)
+    saved = gc.get_threshold()
     gc.collect()
-    for round_ in range(rounds):
-        shift = round_ % len(cells)
-        for world, variant in cells[shift:] + cells[:shift]:
-            samples[(world.pods, world.active, variant)].append(one_cycle_ns(world, variant))
+    if gc_mode == "scheduler":
+        gc.set_threshold(GC_GEN0_THRESHOLD, saved[1], saved[2])
+        gc.freeze()
+    try:
+        for round_ in range(rounds):
+            shift = round_ % len(cells)
+            for world, variant in cells[shift:] + cells[:shift]:
+                samples[(world.pods, world.active, variant)].append(one_cycle_ns(world, variant))
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)
     return {key: _stats(values) for key, values in samples.items()}
 
 
@@ -337,6 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-events", action="store_true", help="cycles only")
     parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}, a tenth of the rounds")
     parser.add_argument("--json-out", default="", help="also write the JSON result to this file")
+    parser.add_argument(
+        "--gc",
+        choices=("scheduler", "default"),
+        default="scheduler",
+        help="the collector during cycles: as the scheduler runs it (threshold raised, state frozen; default) "
+        "or CPython's defaults",
+    )
     args = parser.parse_args(argv)
     sizes = _sizes(args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES))
 
@@ -350,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 worlds[(p, a)] = world
                 group.append(world)
         rounds = _rounds(pods, args.rounds, args.quick)
-        stats = measure_cycles(group, rounds)
+        stats = measure_cycles(group, rounds, args.gc)
         for (p, a, variant), values in stats.items():
             cycles.append({"pods": p, "active_runs": a, "variant": variant, **values})
         print(f"  measured {pods} pods x {[w.active for w in group]} active ({rounds} rounds)", file=sys.stderr)
@@ -399,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "reservations": RESERVATIONS,
+        "cycles_gc": args.gc,
         "cycles": cycles,
         "events_at": {"pods": biggest.pods, "active_runs": biggest.active},
         "events": events,
