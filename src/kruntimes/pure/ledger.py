@@ -277,17 +277,6 @@ def _with_book(ledger: Ledger, namespace: str, book: NamespaceBook | None) -> Le
     return Ledger(ledger._by_namespace.discard(namespace), books.discard(namespace))
 
 
-def _still_unobserved(reservation: Reservation, run: Run | None) -> bool:
-    """SPEC §6: the informer still shows the Run exactly as the cycle planned from it."""
-    return (
-        run is not None
-        and run.name == reservation.run_name
-        and run.status.pending
-        and not run.status.assigned_pod
-        and run.resource_version == reservation.resource_version
-    )
-
-
 def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
     """Drop the namespace's reservations the cluster state has overtaken (SPEC §6).
 
@@ -305,8 +294,8 @@ def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
         uid = reservation.run_uid
         run = run_by_uid(namespace, uid)
         if run is seen and run is not None:
-            continue  # the very Run object reserve checked: _still_unobserved holds
-        # _still_unobserved, inlined: this runs for every reservation of every cycle.
+            continue  # the very Run object reserve checked, so still unobserved
+        # SPEC §6, "still unobserved": the state shows the Run exactly as the cycle planned from it
         if (
             run is None
             or run.resource_version != reservation.resource_version
