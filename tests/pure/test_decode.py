@@ -429,4 +429,5 @@ def test_equal_request_maps_decode_once_and_other_types_are_never_confused() -> 
     assert decode_requests({"runs": True})[1] == 'resource request "runs" must be a non-negative integer'
     assert decode_requests({"runs": "1"}) == (frozen_resources({"runs": 1}), None)
     assert decode_requests({"runs": "500m"})[1] == 'resource request "runs" must be a non-negative integer'
+    # the second decode comes from the memo and says the same
     assert decode_requests({"runs": "500m"})[1] == 'resource request "runs" must be a non-negative integer'

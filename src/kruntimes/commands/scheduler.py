@@ -14,10 +14,11 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
-from typing import Final
+from typing import Final, TypeVar
 
 from returns.pipeline import is_successful
 
@@ -63,6 +64,9 @@ release the lease, exit 0. Exit 2: bad flags or cluster configuration.
 """
 
 
+_Number = TypeVar("_Number", int, float)
+
+
 def _duration(text: str) -> timedelta:
     parsed = parse_duration(text)
     if parsed is None:
@@ -72,34 +76,25 @@ def _duration(text: str) -> timedelta:
     return parsed
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+def _at_least(convert: Callable[[str], _Number], minimum: _Number, what: str) -> Callable[[str], _Number]:
+    """An argparse ``type``: ``convert(text)``, refused unless it is ``>= minimum`` (NaN never is)."""
+
+    def parse(text: str) -> _Number:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not value >= minimum:
+            bound = "must not be negative" if minimum == 0 else f"must be at least {minimum}"
+            raise argparse.ArgumentTypeError(f"{text!r} {bound}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
+_positive_int = _at_least(int, 1, "a whole number")
+_non_negative_int = _at_least(int, 0, "a whole number")
+_non_negative_float = _at_least(float, 0.0, "a number")
 
 
 def _bind_address(text: str) -> str:
