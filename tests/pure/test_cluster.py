@@ -304,6 +304,24 @@ def test_matching_targets_equals_a_brute_force_scan(events: list[tuple[str, Run]
             assert run is not None and target.pod == run.status.assigned_pod
 
 
+@given(events_st, selectors_st)
+def test_matches_by_pod_groups_every_match_on_its_pod_lowest_uid_first(
+    events: list[tuple[str, Run]], wanted: LabelSelector
+) -> None:
+    """The per-pod answer a snapshot reads: every match on its pod, in uid order; with
+    ``first_only`` at least each pod's lowest-uid match comes first."""
+    state = fold(events)
+    for namespace in NAMESPACES:
+        expected: dict[str, list[str]] = {}
+        for run in sorted(state.runs(), key=lambda r: r.uid):
+            if run.namespace == namespace and run.status.active and wanted.matches(run.labels):
+                expected.setdefault(run.status.assigned_pod, []).append(run.uid)
+        grouped = state.matches_by_pod(namespace, wanted)
+        assert {pod: [t.run_uid for t in held] for pod, held in grouped.items()} == expected
+        firsts = state.matches_by_pod(namespace, wanted, first_only=True)
+        assert {pod: held[0].run_uid for pod, held in firsts.items()} == {p: u[0] for p, u in expected.items()}
+
+
 @given(events_st)
 def test_usage_and_pending_equal_a_brute_force_recount(events: list[tuple[str, Run]]) -> None:
     state = fold(events)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import reduce
 
 import pytest
@@ -232,6 +233,13 @@ def test_one_target_per_pod_and_selector_plans_exactly_as_every_target(
     full_plan = plan_cycle(every)
     reduced_plan = plan_cycle(reduced)
     assert reduced_plan == full_plan
+    # The hosting pods handed to the plugins are what the targets say, and a snapshot
+    # without them (read back from a cycle log) plans the same.
+    for taken in (reduced, every):
+        assert taken.hosts is not None and set(taken.hosts) == {t.selector for t in run.affinity.all_terms()}
+        for chosen, hosting in taken.hosts.items():
+            assert hosting == {t.pod for t in every.targets if chosen.matches(t.labels)}
+    assert plan_cycle(replace(reduced, hosts=None, targets=tuple(reduced.targets))) == full_plan
     full, small = full_plan.value_or(None), reduced_plan.value_or(None)
     if isinstance(full, Bind) and isinstance(small, Bind):
         assert tuple(small.scores) == tuple(full.scores) and tuple(small.ranking) == tuple(full.ranking)

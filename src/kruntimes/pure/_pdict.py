@@ -18,9 +18,9 @@ map's): callers that need an order sort.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import chain
-from typing import Final, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Final, Generic, TypeAlias, TypeVar, cast
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -54,14 +54,19 @@ class PDict(Generic[K, V]):
     # --- reads ---------------------------------------------------------------------
 
     def get(self, key: K, default: V | None = None) -> V | None:
-        node = self._root
+        # ``node`` is untyped and the answer goes through a typed local: the hottest
+        # function of the package, where a ``cast`` call per lookup costs ~10 %.
+        node: Any = self._root
+        found: V | None
         if type(node) is dict:
-            return cast("V | None", node.get(key, default))
+            found = node.get(key, default)
+            return found
         h = hash(key)
         while True:
-            node = cast("tuple[_Node, ...]", node)[h & MASK]
+            node = node[h & MASK]
             if type(node) is dict:
-                return cast("V | None", node.get(key, default))
+                found = node.get(key, default)
+                return found
             h >>= BITS
 
     def __getitem__(self, key: K) -> V:
@@ -177,6 +182,30 @@ def discard_in(outer: PDict[K, PDict[_N, V]], key: K, name: _N) -> PDict[K, PDic
         return PDict(_rebuild(path, new), outer._len)
     del new[key]
     return PDict(_rebuild(path, new or _EMPTY_LEAF), outer._len - 1)
+
+
+def update_in(
+    outer: PDict[K, PDict[_N, V]], key: K, name: _N, change: Callable[[V | None], V | None]
+) -> PDict[K, PDict[_N, V]]:
+    """``outer`` with ``outer[key][name]`` replaced by ``change(old value or None)``;
+    ``None`` removes the entry (and an inner map that empties). One walk of the outer
+    map's path; the same map when ``change`` returns the old value."""
+    path, leaf = _locate(outer._root, hash(key))
+    inner = cast("PDict[_N, V] | None", leaf.get(key))
+    old = None if inner is None else inner.get(name)
+    value = change(old)
+    if value is old:
+        return outer
+    new = leaf.copy()
+    if value is None:
+        updated = cast("PDict[_N, V]", inner).discard(name)
+        if updated:
+            new[key] = updated
+            return PDict(_rebuild(path, new), outer._len)
+        del new[key]
+        return PDict(_rebuild(path, new or _EMPTY_LEAF), outer._len - 1)
+    new[key] = PDict(cast(_Node, {name: value}), 1) if inner is None else inner.set(name, value)
+    return PDict(_rebuild(path, _maybe_split(new, len(path))), outer._len + (inner is None))
 
 
 _Branch: TypeAlias = "tuple[_Node, ...]"

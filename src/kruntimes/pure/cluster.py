@@ -16,11 +16,13 @@ state"). Indexes kept here:
 - actual usage by ``(namespace, pod)``: the sum of active Runs' requests, kept
   incrementally (retract the old contribution, add the new);
 - active affinity targets per namespace by run name, with a label index
-  ``(namespace, key, value) -> targets`` and, per ``(namespace, key)``, the values
-  present (for ``Exists``), so that ``matching_targets`` starts from the most
-  selective positive requirement of a selector. The value sets change only when a
-  value appears or disappears, so a Run starting or finishing updates one label
-  map per label, not two.
+  ``(namespace, key, value) -> pod -> targets`` (the targets on each pod sorted by
+  uid) and, per ``(namespace, key)``, the values present (for ``Exists``), so that
+  ``matches_by_pod`` starts from the most selective positive requirement of a
+  selector and a one-requirement selector's hosting pods are the keys of one map
+  (a snapshot then costs O(pods hosting a match), not O(matching Runs)). The value
+  sets change only when a value appears or disappears, so a Run starting or
+  finishing updates one label map per label, not two.
 
 Every map is a :class:`~kruntimes.pure._pdict.PDict` (a hash trie of small
 dicts, path-copied on update): dict-speed lookups and iteration, and an update
@@ -35,12 +37,13 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import accumulate, chain
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar
 
-from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in
+from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in, update_in
 from kruntimes.pure.model import (
     EMPTY_LABELS,
     EMPTY_RESOURCES,
@@ -71,6 +74,10 @@ _N = TypeVar("_N")
 _ResourceOp: TypeAlias = Callable[[Resources, Resources], Resources]
 
 _by_target_order: Final = attrgetter("pod", "run_uid")
+_UID: Final = attrgetter("run_uid")
+
+OnPods: TypeAlias = "PDict[str, tuple[Target, ...]] | dict[str, tuple[Target, ...]]"
+"""pod name -> the matching targets on that pod, sorted by run uid (never empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,9 +235,10 @@ class ClusterState:
     _usage: PDict[_NsName, Resources]
     _targets: PDict[str, PDict[str, Target]]
     """namespace -> run name -> the active Run as a target."""
-    _by_label: PDict[_LabelKey, PDict[str, Target]]
-    """(namespace, key, value) -> run name -> target: the targets themselves, so a
-    lookup never goes back through the namespace-wide map."""
+    _by_label: PDict[_LabelKey, PDict[str, tuple[Target, ...]]]
+    """(namespace, key, value) -> pod -> the targets on it with that label, sorted by
+    uid: the targets themselves, so a lookup never goes back through the namespace-wide
+    map, grouped by pod, so the pods hosting a match are the keys."""
     _label_values: PDict[_NsName, PDict[str, str]] = field(compare=False)
     """(namespace, key) -> the values that key takes among the namespace's targets
     (value -> value); derived from ``_by_label``, so left out of equality."""
@@ -288,6 +296,14 @@ class ClusterState:
                 out[index] = PodSlot(slot.pod, _plus(slot.usage, extra))
         return tuple(out)
 
+    def slot_positions(self, namespace: str, runtime: str, names: Iterable[str]) -> list[int | None]:
+        """Where each named pod sits in ``pod_slots(namespace, runtime)`` (``None``: not
+        there); two string bisections per name."""
+        group = self._groups.get((namespace, runtime))
+        if group is None:
+            return [None for _ in names]
+        return list(map(group.index_of, names))
+
     def workspace(self, namespace: str, name: str) -> Workspace | None:
         return self._workspaces.get((namespace, name))
 
@@ -304,12 +320,8 @@ class ClusterState:
     def matching_targets(self, namespace: str, selector: LabelSelector) -> tuple[Target, ...]:
         """Active Runs of the namespace whose labels ``selector`` matches, as targets.
 
-        Candidates come from the positive requirement (``In``: union over its
-        values; ``Exists``: the key index) with the fewest entries, so Runs whose
-        labels no requirement names are never looked at. Only a selector made
-        solely of ``NotIn``/``DoesNotExist`` scans the namespace's targets, which
-        it must: every unlabelled Run matches it. Sorted by pod, then run uid, so
-        the result does not depend on hash order.
+        Sorted by pod, then run uid, so the result does not depend on hash order;
+        found as :meth:`matches_by_pod` finds them.
         """
         matched = self.unsorted_matching_targets(namespace, selector)
         matched.sort(key=_by_target_order)
@@ -317,46 +329,70 @@ class ClusterState:
 
     def unsorted_matching_targets(self, namespace: str, selector: LabelSelector) -> list[Target]:
         """:meth:`matching_targets` in hash order (for callers that sort anyway)."""
+        return list(chain.from_iterable(self.matches_by_pod(namespace, selector).values()))
+
+    def matches_by_pod(self, namespace: str, selector: LabelSelector, *, first_only: bool = False) -> OnPods:
+        """The namespace's active Runs that ``selector`` matches, grouped by pod: pod ->
+        its matching targets sorted by uid (so the first is the lowest uid).
+
+        Candidates come from the positive requirement (``In``: union over its values;
+        ``Exists``: every value of the key) covering the fewest pods, so Runs whose
+        labels no requirement names are never looked at; a selector of one
+        requirement with one value is answered by one index entry, as it stands.
+        Only a selector made solely of ``NotIn``/``DoesNotExist`` scans the
+        namespace's targets, which it must: every unlabelled Run matches it.
+        ``first_only``: the caller reads only each pod's first target, so a pod's
+        scan may stop at its first match (the answer may then hold more per pod).
+        Do not mutate the result.
+        """
         targets = self._targets.get(namespace)
         if targets is None:
-            return []
-        best: list[PDict[str, Target]] | None = None
+            return {}
+        best: list[PDict[str, tuple[Target, ...]]] | None = None
         best_requirement: Requirement | None = None
         best_size = 0
         for requirement in selector.requirements:
             if requirement.operator == "In":
-                sets = []
-                for value in requirement.values:
-                    found = self._by_label.get((namespace, requirement.key, value))
-                    if found is not None:
-                        sets.append(found)
+                values: Iterable[str] = requirement.values
             elif requirement.operator == "Exists":
-                values = self._label_values.get((namespace, requirement.key))
-                sets = []
-                if values is not None:
-                    label = requirement.key
-                    for value in values:
-                        found = self._by_label.get((namespace, label, value))
-                        if found is not None:
-                            sets.append(found)
+                values = self._label_values.get((namespace, requirement.key)) or ()
             else:
                 continue
+            sets = []
+            for value in values:
+                found = self._by_label.get((namespace, requirement.key, value))
+                if found is not None:
+                    sets.append(found)
             size = sum(map(len, sets))
             if best is None or size < best_size:
                 best, best_size, best_requirement = sets, size, requirement
                 if size == 0:
-                    return []
+                    return {}
+        matches = selector.matches
         if best is None:
-            return [t for t in targets.values() if selector.matches(t.labels)]
+            grouped: dict[str, list[Target]] = {}
+            for target in targets.values():
+                if matches(target.labels):
+                    grouped.setdefault(target.pod, []).append(target)
+            return {pod: tuple(sorted(held, key=_UID)) for pod, held in grouped.items()}
         # Every candidate already satisfies the requirement it was found by.
         rest = tuple(r for r in selector.requirements if r is not best_requirement)
-        candidates: Iterable[Target] = (
-            best[0].values() if len(best) == 1 else chain.from_iterable(group.values() for group in best)
-        )
-        if not rest:
-            return list(candidates)
-        matches = selector.matches
-        return [t for t in candidates if matches(t.labels)]
+        if not rest and len(best) == 1:
+            return best[0]
+        merged: dict[str, tuple[Target, ...]] = {}
+        for group in best:
+            for pod, held in group.items():
+                if rest:
+                    if first_only:
+                        first = next((t for t in held if matches(t.labels)), None)
+                        held = () if first is None else (first,)
+                    else:
+                        held = tuple(t for t in held if matches(t.labels))
+                    if not held:
+                        continue
+                prior = merged.get(pod)
+                merged[pod] = held if prior is None else tuple(sorted(prior + held, key=_UID))
+        return merged
 
     def runs(self) -> Iterator[Run]:
         return iter(self._runs.values())
@@ -384,7 +420,7 @@ def _state(
     pending: PDict[_NsName, PDict[RunKey, RunKey]],
     usage: PDict[_NsName, Resources],
     targets: PDict[str, PDict[str, Target]],
-    by_label: PDict[_LabelKey, PDict[str, Target]],
+    by_label: PDict[_LabelKey, PDict[str, tuple[Target, ...]]],
     label_values: PDict[_NsName, PDict[str, str]],
     groups: PDict[_NsName, _PodGroup],
 ) -> ClusterState:
@@ -570,22 +606,40 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
             or old_run.uid != new_run.uid
         ):
             name = key.name
+            in_namespace = targets.get(namespace)
+            old_target = None if in_namespace is None else in_namespace.get(name)
             new_target: Target | None = None
             if new_run is not None:
                 new_target = Target(pod=new_pod, labels=new_labels, run_uid=new_run.uid)
                 targets = set_in(targets, namespace, name, new_target)
             else:
                 targets = discard_in(targets, namespace, name)
-            for label, value in old_labels.items():
-                if new_labels.get(label) != value:
+            # Same pod and uid: a label kept with its value swaps the target in place.
+            kept_labels: Mapping[str, str] = EMPTY_LABELS
+            if old_target is not None and new_target is not None:
+                if old_target.pod == new_target.pod and old_target.run_uid == new_target.run_uid:
+                    kept_labels = {k: v for k, v in new_labels.items() if old_target.labels.get(k) == v}
+            if old_target is not None:
+                old_on = old_target.pod
+                for label, value in old_target.labels.items():
+                    kept = kept_labels.get(label) == value
                     size = len(by_label)
-                    by_label = discard_in(by_label, (namespace, label, value), name)
+                    by_label = update_in(
+                        by_label,
+                        (namespace, label, value),
+                        old_on,
+                        partial(_swapped, old=old_target, new=new_target if kept else None),
+                    )
                     if len(by_label) != size:  # the last target with this value went
                         label_values = discard_in(label_values, (namespace, label), value)
             if new_target is not None:
                 for label, value in new_labels.items():
+                    if kept_labels.get(label) == value:
+                        continue  # swapped in place above
                     size = len(by_label)
-                    by_label = set_in(by_label, (namespace, label, value), name, new_target)
+                    by_label = update_in(
+                        by_label, (namespace, label, value), new_pod, partial(_swapped, old=None, new=new_target)
+                    )
                     if len(by_label) != size:  # the first target with this value came
                         label_values = set_in(label_values, (namespace, label), value, value)
 
@@ -601,6 +655,24 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
         label_values,
         groups,
     )
+
+
+def _swapped(held: tuple[Target, ...] | None, old: Target | None, new: Target | None) -> tuple[Target, ...] | None:
+    """A pod's targets for one label (sorted by uid) without ``old`` and with ``new``;
+    ``None`` when none is left."""
+    out = held or ()
+    if old is not None and out:
+        uid = old.run_uid
+        at = bisect_left(out, uid, key=_UID)
+        while at < len(out) and out[at].run_uid == uid:
+            if out[at] is old or out[at] == old:
+                out = out[:at] + out[at + 1 :]
+                break
+            at += 1
+    if new is not None:
+        at = bisect_left(out, new.run_uid, key=_UID)
+        out = out[:at] + (new,) + out[at:]
+    return out or None
 
 
 # --- what one Run contributes -------------------------------------------------------
@@ -708,7 +780,7 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
     pending: dict[_NsName, set[RunKey]] = {}
     usage: dict[_NsName, dict[str, Amount]] = {}
     targets: dict[str, dict[str, Target]] = {}
-    by_label: dict[_LabelKey, dict[str, Target]] = {}
+    by_label: dict[_LabelKey, dict[str, list[Target]]] = {}
     label_values: dict[_NsName, dict[str, str]] = {}
     for key, run in runs.items():
         uids.setdefault(key.namespace, {})[run.uid] = key
@@ -726,7 +798,7 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         if target is not None:
             targets.setdefault(key.namespace, {})[key.name] = target
             for label, value in target.labels.items():
-                by_label.setdefault((key.namespace, label, value), {})[key.name] = target
+                by_label.setdefault((key.namespace, label, value), {}).setdefault(target.pod, []).append(target)
                 label_values.setdefault((key.namespace, label), {})[value] = value
 
     stored_pods = {key: pod for key, pod in pods.items() if pod.runtime}
@@ -744,7 +816,9 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         _pending=pdict({k: _key_set(v) for k, v in pending.items()}),
         _usage=pdict(frozen_usage),
         _targets=pdict({k: pdict(v) for k, v in targets.items()}),
-        _by_label=pdict({k: pdict(v) for k, v in by_label.items()}),
+        _by_label=pdict(
+            {k: pdict({pod: tuple(sorted(held, key=_UID)) for pod, held in v.items()}) for k, v in by_label.items()}
+        ),
         _label_values=pdict({k: pdict(v) for k, v in label_values.items()}),
         _groups=pdict({k: _PodGroup.of(v) for k, v in by_runtime.items()}),
     )

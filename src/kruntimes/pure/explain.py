@@ -212,7 +212,7 @@ def unavailable_detail(slot: PodSlot, request: Resources, now: datetime, stale_a
     return "; ".join(short) if short else "unavailable"
 
 
-def _affinity_detail(pod: str, run: Run, targets: tuple[Target, ...]) -> str:
+def _affinity_detail(pod: str, run: Run, targets: Sequence[Target]) -> str:
     """The first required term the pod fails (one that no target satisfies on it and that cannot seed)."""
     for index, term in enumerate(run.affinity.required, 1):
         hosts = hosting_pods(term, targets)
@@ -227,7 +227,7 @@ def _affinity_detail(pod: str, run: Run, targets: tuple[Target, ...]) -> str:
     return messages.REJECT_RUN_AFFINITY
 
 
-def _anti_affinity_detail(pod: str, run: Run, targets: tuple[Target, ...]) -> str:
+def _anti_affinity_detail(pod: str, run: Run, targets: Sequence[Target]) -> str:
     for index, term in enumerate(run.affinity.anti_required, 1):
         matching = [t for t in targets if t.pod == pod and term.selector.matches(t.labels)]
         if matching:

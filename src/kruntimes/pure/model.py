@@ -8,7 +8,7 @@ faster than a persistent map's. Nothing here mutates after construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
@@ -386,15 +386,24 @@ class Snapshot:
     Run's affinity terms, and of the active ones one per pod and selector (see
     ``snapshot.take``): enough to decide every term (which pods host a match,
     and whether any target in the namespace matches it), and small whatever the
-    cluster's size. A plugin must not count targets.
+    cluster's size; sorted by (pod, run uid, assumed). A plugin must not count
+    targets.
+
+    ``hosts``: for each distinct selector of the Run's terms, the pods hosting a
+    target it matches — what ``targets`` says, as ``snapshot.take`` found it in
+    the state's index (so a plugin need not match targets again), or ``None``
+    (a snapshot read back from a cycle log or built by hand): then derived from
+    ``targets`` (``plugins.affinity.selector_hosts``). Left out of equality.
     """
 
     key: RunKey
     run: Run | None
     pods: tuple[PodSlot, ...]
-    targets: tuple[Target, ...]
+    targets: Sequence[Target]
+    """A tuple, or ``snapshot.take``'s view that orders them on first read (equal to the tuple)."""
     workspace: Workspace | None
     reservation: Reservation | None
     """This Run's own reservation, if the ledger holds one (SPEC §3.7)."""
     now: datetime
     config: SchedulerConfig = DEFAULT_CONFIG
+    hosts: Mapping[LabelSelector, frozenset[str]] | None = field(default=None, compare=False, repr=False)

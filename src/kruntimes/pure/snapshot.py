@@ -11,17 +11,19 @@ module: ``now`` is an argument.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from itertools import chain
-from operator import attrgetter
-from typing import Final
+from operator import attrgetter, itemgetter
+from typing import Final, final, overload
 
-from kruntimes.pure.cluster import ClusterState
+from kruntimes.pure.cluster import ClusterState, OnPods
 from kruntimes.pure.ledger import Ledger, NamespaceBook, sync
 from kruntimes.pure.model import (
     AffinityTerm,
+    LabelSelector,
     PodSlot,
+    Reservation,
     Run,
     RunKey,
     SchedulerConfig,
@@ -34,6 +36,7 @@ from kruntimes.pure.resources import plus_reserved
 _TARGET_ORDER: Final = attrgetter("pod", "run_uid", "assumed")
 _POD_UID_ORDER: Final = attrgetter("pod", "run_uid")
 _NAME: Final = attrgetter("name")
+_FIRST: Final = itemgetter(0)
 
 
 def take(
@@ -51,9 +54,12 @@ def take(
     target and whether any target matches at all (SPEC §4–§5: existence, never
     counts), so per distinct selector of the Run's terms the snapshot keeps one
     matching active Run per pod (the lowest uid), plus the matching
-    reservations. A term matching thousands of Runs then costs one pass over
-    them here and O(pods) in the plugins. ``every_target=True`` keeps every
-    matching target (``explain`` counts them per pod); the plan is the same.
+    reservations, and hands the plugins the hosting pods per selector
+    (``Snapshot.hosts``). The state's label index groups targets by pod, so a
+    term matching thousands of Runs costs O(pods hosting one) here and in the
+    plugins, and the targets themselves are gathered and sorted only when read
+    (a cycle log, ``explain``). ``every_target=True`` keeps every matching
+    target (``explain`` counts them per pod); the plan is the same.
 
     The ledger's view of the namespace is synced first (SPEC §6), so overtaken
     reservations neither hold capacity nor count as targets here; the synced
@@ -72,20 +78,18 @@ def take(
         return Snapshot(key, run, (), (), None, reservation, now, config)
     pods = _pod_slots(state, synced.book(key.namespace), key.namespace, run.runtime)
     workspace = None if run.workspace is None else state.workspace(key.namespace, run.workspace.name)
+    targets, hosts = _targets(state, synced, run, every_target)
     return Snapshot(
         key=key,
         run=run,
         pods=pods,
-        targets=_targets(state, synced, run, every_target),
+        targets=targets,
         workspace=workspace,
         reservation=reservation,
         now=now,
         config=config,
+        hosts=hosts,
     )
-
-
-def _pod_name(slot: PodSlot) -> str:
-    return slot.pod.name
 
 
 def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str) -> tuple[PodSlot, ...]:
@@ -94,7 +98,7 @@ def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, 
     A pod holding reservations gets ``PodSlot(pod, actual usage + reserved total)``;
     the book keeps that slot ready (``PodReservations.slot``), used as is while the
     state's slot still holds the very pod and usage objects it was derived from —
-    else it is rebuilt here. Pods are found by bisecting the name-sorted slots, or
+    else it is rebuilt here. Pods are found by bisecting the state's sorted names, or
     through one name index when reservations cover a good part of the pods.
     """
     slots = state.pod_slots(namespace, runtime)
@@ -104,15 +108,13 @@ def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, 
     if not loaded:
         return slots
     count = len(slots)
-    # A name index costs ~1 step per pod, bisecting ~log2(pods) key calls per loaded pod.
-    if count * 3 < len(loaded) * count.bit_length() * 2:
+    names = list(map(_NAME, loaded))
+    # A name index costs ~1 step per pod; the state's chunked names two C bisections per loaded pod.
+    if count < len(loaded) * 8:
         index = dict(zip([slot.pod.name for slot in slots], range(count)))
-        located = list(zip(map(index.get, map(_NAME, loaded)), loaded))
+        located = list(zip(map(index.get, names), loaded))
     else:
-        located = []
-        for on_pod in loaded:
-            at = bisect_left(slots, on_pod.name, key=_pod_name)
-            located.append((at if at < count and slots[at].pod.name == on_pod.name else None, on_pod))
+        located = list(zip(state.slot_positions(namespace, runtime, names), loaded))
     out = list(slots)
     for position, on_pod in located:
         if position is None:
@@ -125,50 +127,109 @@ def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, 
     return tuple(out)
 
 
-def _one_per_pod(targets: list[Target]) -> list[Target]:
-    """The lowest-uid target on each pod (deterministic whatever the hash order)."""
-    chosen: dict[str, Target] = {}
-    get = chosen.get
-    for target in targets:
-        held = get(target.pod)
-        if held is None or target.run_uid < held.run_uid:
-            chosen[target.pod] = target
-    return list(chosen.values())
-
-
-def _targets(state: ClusterState, ledger: Ledger, run: Run, every_target: bool = False) -> tuple[Target, ...]:
+def _targets(
+    state: ClusterState, ledger: Ledger, run: Run, every_target: bool = False
+) -> tuple[Sequence[Target], dict[LabelSelector, frozenset[str]]]:
     """Active Runs and reservations of the namespace matching any of the Run's terms
-    (of the active ones, one per pod and selector unless ``every_target``; see :func:`take`).
+    (of the active ones, one per pod and selector unless ``every_target``; see
+    :func:`take`), and per selector the pods hosting one.
 
-    One entry per run uid: a Run both active and still reserved is counted
-    once, as its active observation. The Run's own reservation is never a
-    target (it would seed its own affinity).
+    One entry per run uid. The ledger is synced (:func:`take`), so no reservation's
+    Run is observed as assigned, hence none is also an active target. The Run's own
+    reservation is never a target (it would seed its own affinity). The hosting
+    pods are the keys of the state's per-pod index; the targets themselves are
+    gathered and ordered only when read.
     """
     terms: tuple[AffinityTerm, ...] = run.affinity.all_terms()
     if not terms:
-        return ()
-    found = [
-        state.unsorted_matching_targets(run.namespace, selector)
-        for selector in dict.fromkeys(term.selector for term in terms)
+        return (), {}
+    namespace = run.namespace
+    selectors = tuple(dict.fromkeys(term.selector for term in terms))
+    found = [state.matches_by_pod(namespace, selector, first_only=not every_target) for selector in selectors]
+    others = [r for r in ledger.in_namespace(namespace) if r.run_uid != run.uid]
+    hosts: dict[LabelSelector, frozenset[str]] = {}
+    assumed: dict[str, Reservation] = {}
+    for selector, on_pods in zip(selectors, found):
+        pods = frozenset(on_pods.keys())
+        if others:
+            matches = label_matcher(selector)
+            hits = [r for r in others if matches(r.labels)]
+            assumed.update((r.run_uid, r) for r in hits)
+            extra = [r.pod for r in hits if r.pod not in pods]
+            if extra:
+                pods = pods.union(extra)
+        hosts[selector] = pods
+    return OrderedTargets(tuple(found), tuple(assumed.values()), every_target), hosts
+
+
+@final
+class OrderedTargets(Sequence[Target]):
+    """A snapshot's targets, gathered and sorted by (pod, run uid, assumed) on first
+    read (a cycle log, ``explain``, a plugin that walks them); equal to that tuple.
+
+    Holds the state's per-pod matches of each selector (the lowest-uid target of
+    each pod, or all of them with ``every_target``) and the assumed targets.
+    """
+
+    __slots__ = ("_found", "_assumed", "_every", "_items")
+
+    def __init__(self, found: tuple[OnPods, ...], assumed: tuple[Reservation, ...], every: bool) -> None:
+        self._found = found
+        self._assumed = assumed
+        self._every = every
+        self._items: tuple[Target, ...] | None = None
+
+    def _ordered(self) -> tuple[Target, ...]:
+        items = self._items
+        if items is None:
+            items = self._items = _gather(self._found, self._assumed, self._every)
+        return items
+
+    @overload
+    def __getitem__(self, index: int) -> Target: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Target, ...]: ...
+    def __getitem__(self, index: int | slice) -> Target | tuple[Target, ...]:
+        return self._ordered()[index]
+
+    def __len__(self) -> int:
+        return len(self._ordered())
+
+    def __iter__(self) -> Iterator[Target]:
+        return iter(self._ordered())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._ordered()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OrderedTargets):
+            return self._ordered() == other._ordered()
+        if isinstance(other, tuple):
+            return self._ordered() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._ordered())
+
+    def __repr__(self) -> str:
+        return repr(self._ordered())
+
+
+def _gather(found: tuple[OnPods, ...], assumed: tuple[Reservation, ...], every: bool) -> tuple[Target, ...]:
+    groups = [
+        chain.from_iterable(on_pods.values()) if every else map(_FIRST, on_pods.values()) for on_pods in found
     ]
-    if not every_target:
-        found = [_one_per_pod(group) for group in found]
     # The same active Run is the same Target object in every index group, so
     # keying by identity first and by uid second loses nothing unless two
     # distinct targets share a uid; then keep the first in the documented order.
-    distinct = {id(t): t for t in chain.from_iterable(found)}
+    distinct = {id(t): t for t in chain.from_iterable(groups)}
     by_uid = {t.run_uid: t for t in distinct.values()}
     if len(by_uid) != len(distinct):
         by_uid = {}
-        for group in found:
-            for target in sorted(group, key=_POD_UID_ORDER):
-                by_uid.setdefault(target.run_uid, target)
-    matchers = [label_matcher(selector) for selector in dict.fromkeys(term.selector for term in terms)]
-    for reservation in ledger.in_namespace(run.namespace):
-        if reservation.run_uid == run.uid or reservation.run_uid in by_uid:
-            continue
-        labels = reservation.labels
-        if any(matches(labels) for matches in matchers):
+        for target in sorted(distinct.values(), key=_POD_UID_ORDER):
+            by_uid.setdefault(target.run_uid, target)
+    for reservation in assumed:
+        if reservation.run_uid not in by_uid:
             by_uid[reservation.run_uid] = Target(
                 pod=reservation.pod, labels=reservation.labels, run_uid=reservation.run_uid, assumed=True
             )

@@ -30,6 +30,18 @@ def hosting_pods(term: AffinityTerm, targets: Iterable[Target]) -> frozenset[str
     return frozenset(target.pod for target in targets if matches(target.labels))
 
 
+def selector_hosts(snapshot: Snapshot, selector: LabelSelector) -> frozenset[str]:
+    """The pods hosting a target ``selector`` matches: ``snapshot.hosts`` as
+    ``snapshot.take`` found them, else derived from ``snapshot.targets``."""
+    hosts = snapshot.hosts
+    if hosts is not None:
+        found = hosts.get(selector)
+        if found is not None:
+            return found
+    matches = label_matcher(selector)
+    return frozenset(target.pod for target in snapshot.targets if matches(target.labels))
+
+
 def label_matcher(selector: LabelSelector) -> Callable[[Labels], bool]:
     """``selector.matches``, specialised for the common one-requirement ``In`` selector
     (one ``matchLabels`` entry): a single lookup instead of two calls per target."""
@@ -65,17 +77,17 @@ class RunAffinity:
         affinity = run.affinity
         if not affinity.required and not affinity.anti_required:
             return Success(None)
-        targets = snapshot.targets
         # Pods satisfying every required term that is not seedable; None while unconstrained.
+        # (Every target is on a pod, so no hosting pod means no matching target.)
         allowed: frozenset[str] | None = None
         for term in affinity.required:
-            pods = hosting_pods(term, targets)
+            pods = selector_hosts(snapshot, term.selector)
             if not pods and term.selector.matches(run.labels):
                 continue  # seedable: passes on every pod
             allowed = pods if allowed is None else allowed & pods
         forbidden: frozenset[str] = frozenset()
         for term in affinity.anti_required:
-            forbidden |= hosting_pods(term, targets)
+            forbidden |= selector_hosts(snapshot, term.selector)
         return Success(_pod_filter(allowed, forbidden))
 
 

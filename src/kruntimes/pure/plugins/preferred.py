@@ -16,7 +16,7 @@ from returns.result import Result, Success
 
 from kruntimes.pure.model import PodSlot, RunAffinity, Run, Snapshot, Target
 from kruntimes.pure.plan import CycleError
-from kruntimes.pure.plugins.affinity import hosting_pods
+from kruntimes.pure.plugins.affinity import hosting_pods, selector_hosts
 
 if TYPE_CHECKING:
     from kruntimes.pure.framework import PodScorer, ScorePlugin
@@ -41,12 +41,21 @@ def preferred_raw_scores(affinity: RunAffinity, targets: Iterable[Target], pods:
     return tuple(table.get(pod, base) for pod in pods)
 
 
+def _weighted_hosts(affinity: RunAffinity, snapshot: Snapshot) -> list[tuple[int, frozenset[str]]]:
+    """(signed weight, hosting pods) per term: + for preferred affinity, − for
+    preferred anti-affinity (whose weight the base score already holds)."""
+    signed = [(w.weight, w.term) for w in affinity.preferred] + [(-w.weight, w.term) for w in affinity.anti_preferred]
+    return [(weight, selector_hosts(snapshot, term.selector)) for weight, term in signed]
+
+
 def normalize_to_max(raw: tuple[int, ...]) -> tuple[int, ...]:
     """``raw × 100 // max(raw)``; all 0 when the maximum is 0 (or there is none)."""
     top = max(raw, default=0)
     if top <= 0:
         return (0,) * len(raw)
-    return tuple(value * 100 // top for value in raw)
+    if min(raw) == top:
+        return (100,) * len(raw)
+    return tuple([value * 100 // top for value in raw])
 
 
 @final
@@ -58,11 +67,15 @@ class PreferredRunAffinity:
         affinity = run.affinity
         if not affinity.preferred and not affinity.anti_preferred:
             return Success(_all_zero)
-        base, table = _raw_table(affinity, snapshot.targets)
+        base = sum(w.weight for w in affinity.anti_preferred)
+        terms = [(weight, pods) for weight, pods in _weighted_hosts(affinity, snapshot) if pods]
 
         def scorer(slots: tuple[PodSlot, ...]) -> tuple[int, ...]:
-            get = table.get
-            return tuple(get(slot.pod.name, base) for slot in slots)
+            names = [slot.pod.name for slot in slots]
+            raw = [base] * len(names)
+            for weight, pods in terms:  # one pass per term that any pod hosts
+                raw = [score + weight if name in pods else score for score, name in zip(raw, names)]
+            return tuple(raw)
 
         return Success(scorer)
 
