@@ -39,6 +39,7 @@ from kruntimes.pure.model import (
     Reservation,
     Resources,
     Run,
+    RunKey,
     RuntimePod,
     SchedulerConfig,
     frozen_resources,
@@ -81,8 +82,9 @@ class PodReservations:
         self.slot = None if pod is None or not total else PodSlot(pod, plus_reserved(usage, total))
 
 
-_Check: TypeAlias = tuple[Reservation, "Run | None"]
-"""A reservation and the Run object ``reserve`` validated it against (``None``: unknown)."""
+_Check: TypeAlias = tuple[Reservation, "Run | None", RunKey]
+"""A reservation, the Run object ``reserve`` validated it against (``None``: unknown)
+and the reserved Run's key."""
 
 
 @final
@@ -99,8 +101,9 @@ class NamespaceBook:
     ordered: tuple[Reservation, ...]
     """The reservations sorted by run uid."""
     checks: PDict[str, _Check]
-    """run uid -> (reservation, the Run ``reserve`` checked): while the state still
-    returns that very Run object, the reservation is unobserved (SPEC §6)."""
+    """run uid -> (reservation, the Run ``reserve`` checked, its key): while the state
+    still holds that very Run object under that key, the reservation is unobserved
+    (SPEC §6)."""
     pods: PDict[str, PodReservations]
     """pod -> the reservations on it."""
 
@@ -120,7 +123,7 @@ class NamespaceBook:
         by_pod: dict[str, list[Reservation]] = {}
         for reservation in ordered:
             by_pod.setdefault(reservation.pod, []).append(reservation)
-        checks: PDict[str, _Check] = pdict({r.run_uid: (r, None) for r in ordered})
+        checks: PDict[str, _Check] = pdict({r.run_uid: (r, None, RunKey(r.namespace, r.run_name)) for r in ordered})
         pods = pdict({name: PodReservations(name, tuple(group)) for name, group in by_pod.items()})
         return NamespaceBook(reservations, ordered, checks, pods)
 
@@ -151,7 +154,7 @@ class NamespaceBook:
         return NamespaceBook(
             self.reservations.set(uid, reservation),
             ordered[:at] + (reservation,) + ordered[at:],
-            self.checks.set(uid, (reservation, run)),
+            self.checks.set(uid, (reservation, run, run.key)),
             self.pods.set(name, PodReservations(name, on, pod, usage)),
         )
 
@@ -288,13 +291,13 @@ def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
     book = ledger.book(namespace)
     if book is None:
         return ledger
-    run_by_uid = state.run_by_uid
+    run_by_uid, run_at = state.run_by_uid, state.run
     stale = []
-    for reservation, seen in book.checks.values():
+    for reservation, seen, key in book.checks.values():
+        if seen is not None and run_at(key) is seen:
+            continue  # the very Run object reserve checked, so still unobserved
         uid = reservation.run_uid
         run = run_by_uid(namespace, uid)
-        if run is seen and run is not None:
-            continue  # the very Run object reserve checked, so still unobserved
         # SPEC §6, "still unobserved": the state shows the Run exactly as the cycle planned from it
         if (
             run is None
