@@ -47,6 +47,7 @@ from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in, updat
 from kruntimes.pure.model import (
     EMPTY_LABELS,
     EMPTY_RESOURCES,
+    RUNS_RESOURCE,
     LabelSelector,
     PodSlot,
     Requirement,
@@ -442,7 +443,7 @@ def _state(
     return state
 
 
-_SET_SLOT_POD, _SET_SLOT_USAGE = (getattr(PodSlot, name).__set__ for name in PodSlot.__slots__)
+_SET_SLOT_POD, _SET_SLOT_USAGE, _SET_SLOT_RUNS = (getattr(PodSlot, name).__set__ for name in PodSlot.__slots__)
 
 
 def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
@@ -450,6 +451,7 @@ def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
     slot: PodSlot = _new_object(PodSlot)
     _SET_SLOT_POD(slot, pod)
     _SET_SLOT_USAGE(slot, usage)
+    _SET_SLOT_RUNS(slot, usage.get(RUNS_RESOURCE, 0))
     return slot
 
 

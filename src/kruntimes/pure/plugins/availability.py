@@ -74,7 +74,7 @@ class RuntimePodAvailability:
                     for slot in slots
                     if (pod := slot.pod).available_probe_us >= oldest_us  # type: ignore[operator]
                     and (limit := pod.runs_capacity) is not None
-                    and slot.usage.get(RUNS_RESOURCE, 0) + runs <= limit
+                    and slot.runs_used + runs <= limit
                 ]
             else:
                 kept = [

@@ -115,7 +115,7 @@ def runs_only_keys(slots: tuple[PodSlot, ...], request: Resources) -> list[Amoun
     if scale.bit_length() > _MAX_SCALE_BITS:
         return None
     factors = {c: scale // c for c in capacities}
-    used = [slot.usage.get(RUNS_RESOURCE, 0) for slot in slots]
+    used = [slot.runs_used for slot in slots]
     if used and min(used) < 0:
         return None  # projected could be <= 0: the general path skips such ratios
     return [(u + requested) * factors[slot.pod.only_runs_capacity] for u, slot in zip(used, slots)]
