@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in
+from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in, update_in
 from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
 from kruntimes.pure.framework import DEFAULT_REGISTRY
 from kruntimes.pure.model import EMPTY_RESOURCES, PodSlot, Resources, Run, RuntimePod
@@ -70,6 +70,33 @@ def test_nested_set_in_and_discard_in_keep_no_empty_inner_maps(ops: list[tuple[b
                     del reference[key]
             current = discard_in(current, key, name)
     assert {k: set(v) for k, v in current.items()} == reference
+    assert len(current) == len(reference)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 40), st.integers(0, 300)), max_size=800))
+def test_update_in_replaces_removes_and_adds_inner_entries(ops: list[tuple[bool, int, int]]) -> None:
+    """``update_in`` as the label index uses it: a counter per (key, name) that vanishes at 0."""
+    reference: dict[int, dict[int, int]] = {}
+    current: PDict[int, PDict[int, int]] = empty()
+    for up, key, name in ops:
+        step = 1 if up else -1
+
+        def change(old: int | None, step: int = step) -> int | None:
+            value = (old or 0) + step
+            return value if value > 0 else None
+
+        before = current
+        current = update_in(current, key, name, change)
+        value = reference.get(key, {}).get(name, 0) + step
+        if value > 0:
+            reference.setdefault(key, {})[name] = value
+        elif name in reference.get(key, {}):
+            del reference[key][name]
+            if not reference[key]:
+                del reference[key]
+        else:
+            assert current is before  # nothing to remove: the same map
+    assert {k: dict(v.items()) for k, v in current.items()} == reference
     assert len(current) == len(reference)
 
 
@@ -165,6 +192,9 @@ def test_pod_slots_kept_incrementally_equal_slots_built_from_scratch(
     for runtime in ("python", "node"):
         assert state.pod_slots("default", runtime, extra) == _expected_slots(state, runtime, extra)
         assert state.pod_slots("default", runtime) == _expected_slots(state, runtime, {})
+        # The derived int the filters read (left out of equality, so checked here).
+        for kept in (*state.pod_slots("default", runtime, extra), *state.pod_slots("default", runtime)):
+            assert kept.runs_used == kept.usage.get("runs", 0)
     rebuilt = from_objects([*state.pods(), *state.runs()])
     assert rebuilt == state
     assert rebuilt.pod_slots("default", "python", extra) == state.pod_slots("default", "python", extra)
