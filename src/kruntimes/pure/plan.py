@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Generic, Literal, NamedTuple, TypeAlias, TypeVar, cast, final, overload
+from typing import Final, Literal, NamedTuple, TypeAlias, TypeVar, cast, final
+
+from kruntimes.pure._lazy import LazyTuple
 
 WAIT_REQUEUE_SECONDS: Final = 30.0
 
@@ -100,7 +102,7 @@ _T = TypeVar("_T")
 
 
 @final
-class Ranked(Sequence[_T], Generic[_T]):
+class Ranked(LazyTuple[_T]):
     """A read-only view of a :class:`ScoreTable` in ranking order; equal to the tuple it stands for."""
 
     __slots__ = ("_table", "_pick")
@@ -112,34 +114,8 @@ class Ranked(Sequence[_T], Generic[_T]):
     def _items(self) -> tuple[_T, ...]:
         return self._pick(self._table.ranked())
 
-    @overload
-    def __getitem__(self, index: int) -> _T: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[_T, ...]: ...
-    def __getitem__(self, index: int | slice) -> _T | tuple[_T, ...]:
-        return self._items()[index]
-
     def __len__(self) -> int:
         return len(self._table)
-
-    def __iter__(self) -> Iterator[_T]:
-        return iter(self._items())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._items()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Ranked):
-            return self._items() == other._items()
-        if isinstance(other, tuple):
-            return self._items() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._items())
-
-    def __repr__(self) -> str:
-        return repr(self._items())
 
 
 def _pods(ranked: tuple[PodScore, ...]) -> tuple[str, ...]:

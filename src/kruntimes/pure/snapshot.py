@@ -11,12 +11,13 @@ module: ``now`` is an argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter, itemgetter
-from typing import Final, final, overload
+from typing import Final, final
 
+from kruntimes.pure._lazy import LazyTuple
 from kruntimes.pure.cluster import ClusterState, OnPods
 from kruntimes.pure.ledger import Ledger, NamespaceBook, sync
 from kruntimes.pure.model import (
@@ -163,7 +164,7 @@ def _targets(
 
 
 @final
-class OrderedTargets(Sequence[Target]):
+class OrderedTargets(LazyTuple[Target]):
     """A snapshot's targets, gathered and sorted by (pod, run uid, assumed) on first
     read (a cycle log, ``explain``, a plugin that walks them); equal to that tuple.
 
@@ -171,48 +172,19 @@ class OrderedTargets(Sequence[Target]):
     each pod, or all of them with ``every_target``) and the assumed targets.
     """
 
-    __slots__ = ("_found", "_assumed", "_every", "_items")
+    __slots__ = ("_found", "_assumed", "_every", "_ordered")
 
     def __init__(self, found: tuple[OnPods, ...], assumed: tuple[Reservation, ...], every: bool) -> None:
         self._found = found
         self._assumed = assumed
         self._every = every
-        self._items: tuple[Target, ...] | None = None
+        self._ordered: tuple[Target, ...] | None = None
 
-    def _ordered(self) -> tuple[Target, ...]:
-        items = self._items
+    def _items(self) -> tuple[Target, ...]:
+        items = self._ordered
         if items is None:
-            items = self._items = _gather(self._found, self._assumed, self._every)
+            items = self._ordered = _gather(self._found, self._assumed, self._every)
         return items
-
-    @overload
-    def __getitem__(self, index: int) -> Target: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Target, ...]: ...
-    def __getitem__(self, index: int | slice) -> Target | tuple[Target, ...]:
-        return self._ordered()[index]
-
-    def __len__(self) -> int:
-        return len(self._ordered())
-
-    def __iter__(self) -> Iterator[Target]:
-        return iter(self._ordered())
-
-    def __contains__(self, value: object) -> bool:
-        return value in self._ordered()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, OrderedTargets):
-            return self._ordered() == other._ordered()
-        if isinstance(other, tuple):
-            return self._ordered() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._ordered())
-
-    def __repr__(self) -> str:
-        return repr(self._ordered())
 
 
 def _gather(found: tuple[OnPods, ...], assumed: tuple[Reservation, ...], every: bool) -> tuple[Target, ...]:
