@@ -60,7 +60,7 @@ from kruntimes.pure.model import (
     frozen_resources,
 )
 from kruntimes.pure.quantity import Amount
-from kruntimes.pure.resources import add, subtract
+from kruntimes.pure.resources import add, plus_reserved, subtract
 
 EventType: TypeAlias = Literal["ADDED", "MODIFIED", "DELETED"]
 Object: TypeAlias = RuntimePod | Run | Workspace
@@ -200,21 +200,6 @@ class _PodGroup:
         return _PodGroup(tuple(n[0] for n in names), names, chunks, self.count - 1)
 
 
-def _plus(usage: Resources, extra: Mapping[str, Amount]) -> Resources:
-    """``resources.add`` for the snapshot's hot path: one dict copy, sorted only when
-    there is more than one resource (``frozen_resources`` order), zero entries dropped."""
-    total = usage.copy() if isinstance(usage, MappingProxyType) else dict(usage)
-    for name, amount in extra.items():
-        total[name] = total.get(name, 0) + amount
-    if 0 in total.values():
-        total = {name: amount for name, amount in total.items() if amount != 0}
-    if not total:
-        return EMPTY_RESOURCES
-    if len(total) > 1:
-        return frozen_resources(total)
-    return MappingProxyType(total)
-
-
 def _slot_name(slot: PodSlot) -> str:
     return slot.pod.name
 
@@ -294,7 +279,7 @@ class ClusterState:
         for index, extra in located:
             if index is not None:
                 slot = out[index]
-                out[index] = PodSlot(slot.pod, _plus(slot.usage, extra))
+                out[index] = PodSlot(slot.pod, plus_reserved(slot.usage, extra))
         return tuple(out)
 
     def slot_positions(self, namespace: str, runtime: str, names: Iterable[str]) -> list[int | None]:
