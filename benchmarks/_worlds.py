@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from kruntimes.pure.decode import decode_pod
-from kruntimes.pure.model import HEARTBEAT_CONDITION, RuntimePod
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.readers.kube import decode_pod
+from kruntimes.pure.model.objects import HEARTBEAT_CONDITION, RuntimePod
+from kruntimes.pure.model.times import format_time
 
 
 def runtime_pod(name: str, *, namespace: str, runtime: str, capacity: int, now: datetime) -> RuntimePod:

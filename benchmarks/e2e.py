@@ -94,7 +94,7 @@ class Variant:
 def floor_worker(args: argparse.Namespace) -> int:
     """``--floor-worker``: watch the namespace, PATCH every Pending Run with a bind body."""
     from kruntimes.effects.kube import RUNS, Kube, connect
-    from kruntimes.pure.model import Condition
+    from kruntimes.pure.model.objects import Condition
     from kruntimes.pure.status import StatusPatch, patch_body
 
     kube: Kube = connect(args.kubeconfig, user_agent="kruntimes-floor").unwrap()

@@ -23,12 +23,13 @@ from typing import Final
 
 from _worlds import runtime_pod
 
-from kruntimes.pure import cluster, snapshot
-from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.decode import decode_run
-from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure import snapshot
+from kruntimes.pure.state import cluster
+from kruntimes.pure.state.cluster import ClusterState
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     API_VERSION,
     DEFAULT_CONFIG,
     TOPOLOGY_KEY,
@@ -37,8 +38,8 @@ from kruntimes.pure.model import (
     RuntimePod,
     frozen_labels,
 )
-from kruntimes.pure.plan import Bind
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.model.plan import Bind
+from kruntimes.pure.model.times import format_time
 
 NOW: Final = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NAMESPACE: Final = "bench"

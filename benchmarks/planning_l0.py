@@ -47,12 +47,13 @@ from typing import Final
 from _worlds import runtime_pod
 
 from kruntimes.effects.runner import GC_GEN0_THRESHOLD
-from kruntimes.pure import cluster, ledger, snapshot
-from kruntimes.pure.cluster import ClusterState, Event
-from kruntimes.pure.decode import decode_run
-from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure import ledger, snapshot
+from kruntimes.pure.state import cluster
+from kruntimes.pure.state.cluster import ClusterState, Event
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     API_VERSION,
     DEFAULT_CONFIG,
     TOPOLOGY_KEY,
@@ -61,8 +62,8 @@ from kruntimes.pure.model import (
     RuntimePod,
     frozen_labels,
 )
-from kruntimes.pure.plan import Bind, Wait
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.model.plan import Bind, Wait
+from kruntimes.pure.model.times import format_time
 
 NOW: Final = datetime(2026, 1, 1, tzinfo=timezone.utc)
 NAMESPACE: Final = "bench"

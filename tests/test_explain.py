@@ -23,15 +23,16 @@ from returns.result import Success
 from kruntimes.cli import main
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
-from kruntimes.pure.cluster import Object, from_objects
-from kruntimes.pure.cyclelog import CycleRecord, encode_record
+from kruntimes.pure.state.cluster import Object, from_objects
+from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
 from kruntimes.pure.explain import FEASIBLE, explain
-from kruntimes.pure.framework import DEFAULT_REGISTRY, plan_cycle
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model import DEFAULT_CONFIG, RunKey
-from kruntimes.pure.plan import Bind, Delay, Fail, Wait
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, RunKey
+from kruntimes.pure.model.plan import Bind, Delay, Fail, Wait
 from kruntimes.pure.snapshot import take
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.model.times import format_time
 from tests.pure.builders import (
     NOW,
     active_run,

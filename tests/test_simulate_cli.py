@@ -17,10 +17,12 @@ from returns.result import Result, Success
 
 from kruntimes.cli import main
 from kruntimes.commands.simulate import outcome_json, parse_documents
-from kruntimes.pure.decode import decode_run
-from kruntimes.pure.framework import DEFAULT_REGISTRY, EMPTY_REGISTRY, PodFilter, PodScorer, Registry
-from kruntimes.pure.model import Run, Snapshot
-from kruntimes.pure.plan import CycleError
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.framework.interface import PodFilter, PodScorer
+from kruntimes.pure.framework.registry import EMPTY_REGISTRY, Registry
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import Run, Snapshot
+from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.plugins.least_loaded import LeastLoaded
 from kruntimes.pure.simulation import decode_scenario, simulate
 from tests.pure.builders import NOW, NOW_TEXT, affinity_json, at, pod_json, run_json, term

@@ -34,7 +34,7 @@ from typing import Any, Final
 from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
-from kruntimes.pure.model import SchedulerConfig
+from kruntimes.pure.model.objects import SchedulerConfig
 from kruntimes.verify import CheckOptions, Report, check_history
 from kruntimes.verify.checker import pending_violations
 

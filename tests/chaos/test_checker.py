@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kruntimes.pure import messages
+from kruntimes.pure.model import messages
 from kruntimes.verify import CheckOptions, Report, check_history, records_from_json
 
 from .harness import diagnose

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kruntimes.pure.decode import decode_requests
+from kruntimes.pure.readers.kube import decode_requests
 
 from . import crdschema
 from .manifests import CRDS, EXAMPLES, crds, load_all, load_one, walk

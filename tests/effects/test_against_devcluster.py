@@ -21,9 +21,9 @@ from kruntimes.effects.binder import Binder
 from kruntimes.effects.informer import Informer, watched_pods, watched_runs
 from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
 from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event
-from kruntimes.pure.decode import decode_run
-from kruntimes.pure.model import RunKey
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.status import bind_status
 
 NS = "default"

@@ -12,8 +12,8 @@ from returns.result import Failure
 
 from kruntimes.effects.binder import Binder, classify
 from kruntimes.effects.kube import ApiError, ErrorKind, Kube
-from kruntimes.pure.decode import decode_run
-from kruntimes.pure.model import Run
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.model.objects import Run
 from kruntimes.pure.status import bind_status
 from tests.effects.stubserver import Reply, Running, StubServer, running
 

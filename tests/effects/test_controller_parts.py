@@ -18,9 +18,9 @@ from kruntimes.effects.events import EventRecorder, EventSettings, TokenBucket
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject
 from kruntimes.effects.logs import JsonFormatter, TextFormatter, resolve_format
 from kruntimes.effects.runner import SchedulerOptions, parse_bind_address, workspace_wakeups
-from kruntimes.pure.cluster import Event, apply, from_objects
-from kruntimes.pure.decode import decode_run, decode_workspace
-from kruntimes.pure.model import Run, RunKey, Workspace
+from kruntimes.pure.state.cluster import Event, apply, from_objects
+from kruntimes.pure.readers.kube import decode_run, decode_workspace
+from kruntimes.pure.model.objects import Run, RunKey, Workspace
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 

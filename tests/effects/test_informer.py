@@ -11,8 +11,8 @@ from kruntimes.effects.atom import Atom
 from kruntimes.effects.informer import Informer, OnEvent, Watched, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
 from kruntimes.effects.workqueue import Backoff
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event
-from kruntimes.pure.model import RunKey
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
+from kruntimes.pure.model.objects import RunKey
 from tests.effects.fakes import FakeClock, FakeSleeper
 from tests.polling import wait_until
 

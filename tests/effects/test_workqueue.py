@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from kruntimes.effects.workqueue import Backoff, WorkQueue, by_policy
-from kruntimes.pure.model import RunKey
+from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import QueueEntry, SortKey, fifo
 from tests.effects.fakes import FakeClock
 

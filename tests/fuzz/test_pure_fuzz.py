@@ -12,13 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.pipeline import is_successful
 
-from kruntimes.pure import messages
-from kruntimes.pure.cluster import EMPTY_STATE, Event, apply, from_objects
-from kruntimes.pure.decode import decode_object, decode_pod, decode_run, decode_workspace
-from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure.model import messages
+from kruntimes.pure.state.cluster import EMPTY_STATE, Event, apply, from_objects
+from kruntimes.pure.readers.kube import decode_object, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model import DEFAULT_CONFIG, Run, RunKey, RuntimePod, Workspace
-from kruntimes.pure.plan import Bind, Cancel, Delay, Fail, Skip, Wait
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey, RuntimePod, Workspace
+from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Skip, Wait
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.status import patch_body, status_for
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar, cast
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, JSONObject, Kube
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.model.times import format_time
 from tests.polling import wait_until as wait_until  # re-exported for the integration tests
 
 T = TypeVar("T")

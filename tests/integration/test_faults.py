@@ -95,7 +95,7 @@ def test_a_run_created_while_the_api_refuses_watches_is_scheduled_afterwards(
 def test_an_informer_on_a_quiet_watch_stops_at_once(bare_cluster: DevCluster, bare_kube: Kube) -> None:
     from kruntimes.effects.atom import Atom
     from kruntimes.effects.informer import Informer, watched_runs
-    from kruntimes.pure.cluster import EMPTY_STATE
+    from kruntimes.pure.state.cluster import EMPTY_STATE
 
     informer = Informer(bare_kube, watched_runs(), Atom(EMPTY_STATE), watch_timeout=300)
     informer.start()

@@ -15,8 +15,8 @@ from typing import Final, ParamSpec, TypeAlias, TypeVar
 
 from returns.result import Result
 
-from kruntimes.pure.decode import DecodeError, decode_pod, decode_run, decode_workspace
-from kruntimes.pure.model import (
+from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.model.objects import (
     API_VERSION,
     CAPACITY_ANNOTATION_PREFIX,
     HEARTBEAT_CONDITION,
@@ -28,7 +28,7 @@ from kruntimes.pure.model import (
     RuntimePod,
     Workspace,
 )
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.model.times import format_time
 
 Json: TypeAlias = dict[str, object]
 _P = ParamSpec("_P")

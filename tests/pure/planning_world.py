@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry, plan_cycle
-from kruntimes.pure.model import (
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import (
     DEFAULT_CONFIG,
     PodSlot,
     Reservation,
@@ -26,8 +28,8 @@ from kruntimes.pure.model import (
     frozen_labels,
     frozen_resources,
 )
-from kruntimes.pure.plan import Plan, Rejections
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.plan import Plan, Rejections
+from kruntimes.pure.model.quantity import Amount
 from tests.pure.builders import NOW, NOW_TEXT, decoded_pod
 
 __all__ = ["NOW", "plan", "rejections_map", "reservation", "slot", "snapshot", "target"]

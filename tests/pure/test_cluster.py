@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
-from kruntimes.pure.model import LabelSelector, Labels, Operator, Requirement, Run, RunKey, Target
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.model.objects import LabelSelector, Labels, Operator, Requirement, Run, RunKey, Target
+from kruntimes.pure.model.quantity import Amount
 from tests.pure.builders import active_run, decoded_pod, decoded_run, decoded_workspace
 
 
@@ -363,7 +363,7 @@ def test_bulk_building_indexes_every_object() -> None:
 def test_the_fast_state_constructor_builds_the_same_frozen_value() -> None:
     import dataclasses
 
-    from kruntimes.pure.cluster import _state
+    from kruntimes.pure.state.cluster import _state
 
     state = added(active_run("r1", "a", labels={"zone": "blue"}), decoded_pod("a"))
     fields = [getattr(state, f.name) for f in dataclasses.fields(ClusterState)]
@@ -375,8 +375,8 @@ def test_the_fast_state_constructor_builds_the_same_frozen_value() -> None:
 
 
 def test_the_fast_slot_constructor_builds_an_equal_pod_slot() -> None:
-    from kruntimes.pure.cluster import _slot
-    from kruntimes.pure.model import PodSlot
+    from kruntimes.pure.state.cluster import _slot
+    from kruntimes.pure.model.objects import PodSlot
 
     pod = decoded_pod("a")
     assert _slot(pod, {"runs": 1}) == PodSlot(pod, {"runs": 1})

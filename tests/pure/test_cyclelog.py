@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.cyclelog import CycleRecord, decode_record, diff_plans, encode_record
-from kruntimes.pure.model import (
+from kruntimes.pure.readers.cyclelog import CycleRecord, decode_record, diff_plans, encode_record
+from kruntimes.pure.model.objects import (
     OPERATORS,
     TOPOLOGY_KEY,
     AffinityTerm,
@@ -39,7 +39,7 @@ from kruntimes.pure.model import (
     frozen_labels,
     frozen_resources,
 )
-from kruntimes.pure.plan import (
+from kruntimes.pure.model.plan import (
     Bind,
     Cancel,
     CycleError,
@@ -52,7 +52,7 @@ from kruntimes.pure.plan import (
     SkipWhy,
     Wait,
 )
-from kruntimes.pure.quantity import Amount, normalize
+from kruntimes.pure.model.quantity import Amount, normalize
 
 # --- strategies for the model records ------------------------------------------------------
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from returns.pipeline import is_successful
 
-from kruntimes.pure.decode import (
+from kruntimes.pure.readers.kube import (
     capacity_from_annotations,
     decode_affinity,
     decode_object,
@@ -20,8 +20,8 @@ from kruntimes.pure.decode import (
     decode_run,
     decode_workspace,
 )
-from kruntimes.pure.model import HEARTBEAT_CONDITION, RunAffinity, SchedulerConfig, frozen_labels, frozen_resources
-from kruntimes.pure.resources import fits
+from kruntimes.pure.model.objects import HEARTBEAT_CONDITION, RunAffinity, SchedulerConfig, frozen_labels, frozen_resources
+from kruntimes.pure.model.resources import fits
 from tests.pure.builders import (
     NOW,
     affinity_json,
@@ -411,7 +411,7 @@ def test_a_status_with_conditions_or_a_message_is_not_shared() -> None:
 
 
 def test_a_sharing_table_is_bounded() -> None:
-    from kruntimes.pure.decode import _Shared
+    from kruntimes.pure.readers.kube import _Shared
 
     table: _Shared[str, str] = _Shared(3)
     for key in "abcdef":

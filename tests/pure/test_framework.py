@@ -10,23 +10,15 @@ import pytest
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.framework import (
-    DEFAULT_REGISTRY,
-    EMPTY_REGISTRY,
-    ConfigError,
-    FilterPlugin,
-    PodFilter,
-    PodScorer,
-    Registry,
-    ScorePlugin,
-    keep_scores,
-    normalize_to_max,
-    plan_cycle,
-    retry_backoff,
-)
-from kruntimes.pure.model import PodSlot, Run, Snapshot
-from kruntimes.pure.plan import Bind, CycleError, Wait
-from kruntimes.pure.plugins import LeastLoaded, PreferredRunAffinity, RunAffinity
+from kruntimes.pure.framework.interface import FilterPlugin, PodFilter, PodScorer, ScorePlugin, keep_scores, normalize_to_max
+from kruntimes.pure.framework.registry import EMPTY_REGISTRY, RegistryError, Registry
+from kruntimes.pure.planner import plan_cycle, retry_backoff
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
+from kruntimes.pure.model.plan import Bind, CycleError, Wait
+from kruntimes.pure.plugins.affinity import RunAffinity
+from kruntimes.pure.plugins.least_loaded import LeastLoaded
+from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from tests.pure.builders import decoded_run
 from tests.pure.planning_world import plan, rejections_map, slot, snapshot
 
@@ -134,7 +126,7 @@ def test_registry_refuses_a_name_used_by_the_other_kind() -> None:
 def test_registry_refuses_a_weight_that_is_not_positive(weight: int) -> None:
     result = EMPTY_REGISTRY.register_score("LeastLoaded", weight, LeastLoaded)
     assert isinstance(result, Failure)
-    assert result.failure() == ConfigError(
+    assert result.failure() == RegistryError(
         "InvalidWeight", f'score plugin "LeastLoaded" weight must be a positive integer, got {weight}'
     )
     assert DEFAULT_REGISTRY.with_weight("LeastLoaded", weight).failure().reason == "InvalidWeight"

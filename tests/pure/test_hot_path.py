@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in, update_in
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
-from kruntimes.pure.framework import DEFAULT_REGISTRY
-from kruntimes.pure.model import EMPTY_RESOURCES, PodSlot, Resources, Run, RuntimePod
-from kruntimes.pure.plan import PodScore
-from kruntimes.pure.plugins.batch import BatchFilter
+from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import EMPTY_RESOURCES, PodSlot, Resources, Run, RuntimePod
+from kruntimes.pure.model.plan import PodScore
+from kruntimes.pure.framework.batch import BatchFilter
 from kruntimes.pure.plugins.least_loaded import fast_group_starts, group_starts, runs_only_keys, scaled_keys
-from kruntimes.pure.resources import add
+from kruntimes.pure.model.resources import add
 from tests.pure.builders import active_run, decoded_pod
 from tests.pure.planning_world import slot
 from tests.pure.test_plan_properties import World, worlds
@@ -224,7 +224,7 @@ def test_pod_score_keeps_its_fields_and_keyword_constructor() -> None:
 @given(OPS)
 def test_deep_pdict_tries_behave_as_dicts(ops: list[tuple[bool, int, int]]) -> None:
     """With tiny leaves every update walks the unrolled depth-1/2 paths and the loop below them."""
-    import kruntimes.pure._pdict as module
+    import kruntimes.pure.persistent.pdict as module
 
     saved = module.LEAF_MAX
     module.LEAF_MAX = 2  # type: ignore[misc]
@@ -252,7 +252,7 @@ def test_deep_pdict_tries_behave_as_dicts(ops: list[tuple[bool, int, int]]) -> N
 
 
 def test_a_lazy_ranking_reads_and_compares_as_the_tuple_it_stands_for() -> None:
-    from kruntimes.pure.plan import ScoreTable, ranked_views
+    from kruntimes.pure.model.plan import ScoreTable, ranked_views
 
     table = ScoreTable(["a", "b", "c"], ["LeastLoaded", "Preferred"], [(10, 50, 100), (0, 50, 0)], [10, 100, 100])
     ranking, scores = ranked_views(table)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from returns.pipeline import is_successful
 from returns.result import Result
 
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
 from kruntimes.pure.ledger import (
     EMPTY_LEDGER,
     Ledger,
@@ -23,7 +23,7 @@ from kruntimes.pure.ledger import (
     reserved_usage,
     sync,
 )
-from kruntimes.pure.model import DEFAULT_CONFIG, Reservation, Run, RunKey
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey
 from kruntimes.pure.snapshot import take
 from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
 

@@ -19,7 +19,7 @@ from functools import reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
 from kruntimes.pure.ledger import (
     EMPTY_LEDGER,
     Ledger,
@@ -31,8 +31,8 @@ from kruntimes.pure.ledger import (
     reserved_usage,
     sync,
 )
-from kruntimes.pure.model import DEFAULT_CONFIG, Reservation, Run, RunKey, frozen_resources
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey, frozen_resources
+from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.snapshot import take
 from tests.pure.builders import NOW, active_run, decoded_pod, decoded_run
 

@@ -28,12 +28,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from returns.pipeline import is_successful
 
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, EventType, apply
-from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, EventType, apply
+from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release, reserve, reserved_usage, sync
-from kruntimes.pure.model import DEFAULT_CONFIG, Resources, Run, RunKey, RuntimePod
-from kruntimes.pure.plan import Bind
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Resources, Run, RunKey, RuntimePod
+from kruntimes.pure.model.plan import Bind
+from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.snapshot import take
 from tests.pure.builders import NOW, affinity_json, decoded_pod, decoded_run, term
 

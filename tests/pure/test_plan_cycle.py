@@ -14,10 +14,11 @@ from typing import cast
 
 import pytest
 
-from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry
-from kruntimes.pure.model import DEFAULT_CONFIG, PodSlot, Reservation, Run, SchedulerConfig, Target, Workspace
-from kruntimes.pure.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
-from kruntimes.pure.decode import decode_run
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, PodSlot, Reservation, Run, SchedulerConfig, Target, Workspace
+from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
+from kruntimes.pure.readers.kube import decode_run
 from tests.pure.builders import (
     NOW,
     affinity_json,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.framework import DEFAULT_REGISTRY
-from kruntimes.pure.model import PodSlot, Run, Snapshot, Target, Workspace
-from kruntimes.pure.plan import Bind, Wait
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import PodSlot, Run, Snapshot, Target, Workspace
+from kruntimes.pure.model.plan import Bind, Wait
 from tests.pure.builders import affinity_json, at, decoded_run, decoded_workspace, term
 from tests.pure.planning_world import plan, slot, snapshot, target
 

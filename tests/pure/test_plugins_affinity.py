@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kruntimes.pure.model import AffinityTerm, Run
-from kruntimes.pure.plugins import RunAffinity, hosting_pods, seedable
+from kruntimes.pure.model.objects import AffinityTerm, Run
+from kruntimes.pure.model.objects import hosting_pods
+from kruntimes.pure.plugins.affinity import RunAffinity, seedable
 from tests.pure.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import slot, snapshot, target
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.model import PodSlot, SchedulerConfig, frozen_resources
-from kruntimes.pure.plugins import RuntimePodAvailability, available_and_fits
+from kruntimes.pure.model.objects import PodSlot, SchedulerConfig, frozen_resources
+from kruntimes.pure.plugins.availability import RuntimePodAvailability, available_and_fits
 from tests.pure.builders import NOW, at, decoded_run
 from tests.pure.planning_world import slot, snapshot
 

@@ -9,19 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.model import PodSlot, frozen_resources
-from kruntimes.pure.plugins import (
-    LeastLoaded,
-    PreferredRunAffinity,
-    group_starts,
-    least_loaded_keys,
-    load_key,
-    normalize_to_max,
-    preferred_raw_scores,
-    rank_scores,
-)
+from kruntimes.pure.model.objects import PodSlot, frozen_resources
+from kruntimes.pure.framework.interface import normalize_to_max
+from kruntimes.pure.plugins.least_loaded import LeastLoaded, group_starts, least_loaded_keys, load_key, rank_scores
+from kruntimes.pure.plugins.preferred import PreferredRunAffinity, preferred_raw_scores
 from kruntimes.pure.plugins.least_loaded import scaled_keys
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.quantity import Amount
 from tests.pure.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import slot, snapshot, target
 

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kruntimes.pure.model import Workspace, WorkspaceRef
-from kruntimes.pure.plugins import (
-    NoConstraint,
-    OnlyPod,
-    Unavailable,
-    WorkspaceConstraint,
-    WorkspacePlacement,
-    workspace_constraint,
-)
+from kruntimes.pure.model.objects import Workspace, WorkspaceRef
+from kruntimes.pure.plugins.workspace import NoConstraint, OnlyPod, Unavailable, WorkspaceConstraint, WorkspacePlacement, workspace_constraint
 from tests.pure.builders import decoded_run, decoded_workspace
 from tests.pure.planning_world import slot, snapshot
 

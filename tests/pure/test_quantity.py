@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.quantity import (
+from kruntimes.pure.model.quantity import (
     MAX_DIGITS,
     Amount,
     format_quantity,

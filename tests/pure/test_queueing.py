@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.model import RunKey
+from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import QueueEntry, QueueOrder, fifo, initial_order
 from tests.pure.builders import active_run, at, decoded_run
 

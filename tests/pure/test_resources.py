@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.model import Resources, frozen_resources
-from kruntimes.pure.quantity import Amount
-from kruntimes.pure.resources import add, fits, subtract
+from kruntimes.pure.model.objects import Resources, frozen_resources
+from kruntimes.pure.model.quantity import Amount
+from kruntimes.pure.model.resources import add, fits, subtract
 
 
 def r(**amounts: Amount) -> Resources:

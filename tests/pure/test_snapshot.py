@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.framework import plan_cycle
-from kruntimes.pure.plan import Bind
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.model.plan import Bind
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, reserve
-from kruntimes.pure.model import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
 from kruntimes.pure.snapshot import take
 from tests.pure.builders import (
     NOW,

@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from kruntimes.pure.decode import decode_run
-from kruntimes.pure.model import Condition, Run
-from kruntimes.pure.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.model.objects import Condition, Run
+from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
 from kruntimes.pure.status import (
     StatusPatch,
     applied,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.timefmt import format_duration, format_time, parse_duration, parse_time
+from kruntimes.pure.model.times import format_duration, format_time, parse_duration, parse_time
 
 UTC = timezone.utc
 

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
 from kruntimes.devcluster.types import GroupResource
-from kruntimes.pure import messages
+from kruntimes.pure.model import messages
 
 from .support import PODS, RUNS, create, run_phase, runs, scheduler, wait_until
 

@@ -46,7 +46,7 @@ from returns.pipeline import is_successful
 from kruntimes.commands._demo_watch import RunWatcher, Seen
 from kruntimes.devcluster import DevCluster, SimulatorSettings
 from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
-from kruntimes.pure.model import API_VERSION, SUCCEEDED, TOPOLOGY_KEY
+from kruntimes.pure.model.objects import API_VERSION, SUCCEEDED, TOPOLOGY_KEY
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1

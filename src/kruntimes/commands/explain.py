@@ -32,12 +32,12 @@ from returns.result import Result
 
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect
 from kruntimes.commands._terminal import terminal_width
-from kruntimes.pure.cluster import Object, from_objects
-from kruntimes.pure.cyclelog import CycleRecord, decode_record, plan_json
-from kruntimes.pure.decode import decode_pod, decode_run, decode_workspace
+from kruntimes.pure.state.cluster import Object, from_objects
+from kruntimes.pure.readers.cyclelog import CycleRecord, decode_record, plan_json
+from kruntimes.pure.readers.kube import decode_pod, decode_run, decode_workspace
 from kruntimes.pure.explain import Explanation, PodVerdict, explain, selector_text
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     ACTIVE_PHASES,
     RUNTIME_LABEL,
     Condition,
@@ -46,10 +46,10 @@ from kruntimes.pure.model import (
     RunKey,
     SchedulerConfig,
 )
-from kruntimes.pure.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Rejections, Wait
-from kruntimes.pure.quantity import format_quantity
+from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Rejections, Wait
+from kruntimes.pure.model.quantity import format_quantity
 from kruntimes.pure.snapshot import take
-from kruntimes.pure.timefmt import format_duration, format_time, parse_duration, parse_time
+from kruntimes.pure.model.times import format_duration, format_time, parse_duration, parse_time
 
 Json: TypeAlias = "None | bool | int | float | str | list[Json] | dict[str, Json]"
 

@@ -21,8 +21,10 @@ from typing import Final, TextIO
 
 from returns.pipeline import is_successful
 
-from kruntimes.pure.cyclelog import CycleRecord, FieldDiff, PluginWeights, decode_record, diff_plans
-from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry, plan_cycle
+from kruntimes.pure.readers.cyclelog import CycleRecord, FieldDiff, PluginWeights, decode_record, diff_plans
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 
 EXIT_IDENTICAL: Final = 0
 EXIT_DIFFERENT: Final = 1

@@ -29,7 +29,7 @@ from kruntimes.effects.leader import DEFAULT_LEASE_NAME, default_identity
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions, parse_bind_address
-from kruntimes.pure.timefmt import parse_duration
+from kruntimes.pure.model.times import parse_duration
 
 log = logging.getLogger("kruntimes.scheduler")
 

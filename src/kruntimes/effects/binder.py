@@ -25,7 +25,7 @@ from typing import Literal, Protocol, TypeAlias, final
 from returns.result import Failure, Result, Success
 
 from kruntimes.effects.kube import MERGE_PATCH, RUNS, ApiError, JSONObject, resource_version_of
-from kruntimes.pure.model import Run
+from kruntimes.pure.model.objects import Run
 from kruntimes.pure.status import StatusPatch, patch_body
 
 WriteFailureKind: TypeAlias = Literal["conflict", "not_found", "retriable", "permanent"]

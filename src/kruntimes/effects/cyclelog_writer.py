@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Final, TextIO
 
-from kruntimes.pure.cyclelog import CycleRecord, encode_record
+from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
 
 log = logging.getLogger(__name__)
 

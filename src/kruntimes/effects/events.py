@@ -38,8 +38,8 @@ from typing import Final, Literal, Protocol, TypeAlias
 from returns.result import Result
 
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
-from kruntimes.pure import messages
-from kruntimes.pure.model import API_VERSION, Run
+from kruntimes.pure.model import messages
+from kruntimes.pure.model.objects import API_VERSION, Run
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ One informer per kind (Runs, Runtime Pods, workspaces), each on its own thread:
 5. on any other failure back off (exponential, reset after progress; at least
    the server's ``Retry-After``) and try again.
 
-Every object is decoded with ``kruntimes.pure.decode``; one that cannot be
+Every object is decoded with ``kruntimes.pure.readers.kube``; one that cannot be
 decoded is skipped, counted (``malformed``) and logged, never a crash. Each
-event is one ``Atom.swap`` of the ClusterState atom (``kruntimes.pure.cluster.apply``)
+event is one ``Atom.swap`` of the ClusterState atom (``kruntimes.pure.state.cluster.apply``)
 followed by the callback ``on_event(old_state, new_state, event)`` — where the
 controller computes wakeups. A callback that raises is logged; the informer goes on.
 
@@ -55,9 +55,9 @@ from kruntimes.effects.kube import (
     WatchEvent,
 )
 from kruntimes.effects.workqueue import Backoff, Clock
-from kruntimes.pure.cluster import ClusterState, Event, EventType, Object, apply
-from kruntimes.pure.decode import DecodeError, decode_pod, decode_run, decode_workspace
-from kruntimes.pure.model import RUNTIME_LABEL
+from kruntimes.pure.state.cluster import ClusterState, Event, EventType, Object, apply
+from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.model.objects import RUNTIME_LABEL
 
 log = logging.getLogger(__name__)
 

@@ -57,10 +57,11 @@ from kruntimes.effects.metrics import (
 )
 from kruntimes.effects.scheduling import BackOff, CycleResult, Forget, RequeueAfter, SchedulingCycle
 from kruntimes.effects.workqueue import WorkQueue
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event
-from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
-from kruntimes.pure.model import Run, RunKey, SchedulerConfig, Workspace
+from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Workspace
 from kruntimes.pure.queueing import initial_order
 from kruntimes.pure.wakeups import wakeups
 

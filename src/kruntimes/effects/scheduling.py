@@ -43,13 +43,15 @@ from kruntimes.effects.binder import Binder, WriteFailure
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
 from kruntimes.effects.metrics import SchedulerMetrics
-from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.cyclelog import CycleRecord
-from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry, plan_cycle
+from kruntimes.pure.state.cluster import ClusterState
+from kruntimes.pure.readers.cyclelog import CycleRecord
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import Ledger, ReserveConflict, observe, release, reserve, sync
-from kruntimes.pure.messages import REASON_INVALID_AFFINITY
-from kruntimes.pure.model import Run, RunKey, SchedulerConfig
-from kruntimes.pure.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait
+from kruntimes.pure.model.messages import REASON_INVALID_AFFINITY
+from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig
+from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.status import status_for
 

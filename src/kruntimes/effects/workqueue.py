@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, TypeVar, final
 
-from kruntimes.pure.model import RunKey
+from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import QueueEntry, QueueOrder, SortKey
 
 if TYPE_CHECKING:

@@ -10,23 +10,15 @@ and everything it touches is an immutable value, so a cycle can be logged
 (``cyclelog``) and replayed bit for bit. See ``docs/architecture.md``.
 """
 
-from kruntimes.pure.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
-from kruntimes.pure.cyclelog import CycleRecord, decode_record, encode_record
-from kruntimes.pure.decode import DecodeError, decode_object, decode_pod, decode_run, decode_workspace
-from kruntimes.pure.framework import (
-    DEFAULT_REGISTRY,
-    EMPTY_REGISTRY,
-    ConfigError,
-    FilterPlugin,
-    PodFilter,
-    PodScorer,
-    Registry,
-    ScorePlugin,
-    normalize_to_max,
-    plan_cycle,
-)
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
+from kruntimes.pure.readers.cyclelog import CycleRecord, decode_record, encode_record
+from kruntimes.pure.readers.kube import DecodeError, decode_object, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.framework.interface import FilterPlugin, PodFilter, PodScorer, ScorePlugin, normalize_to_max
+from kruntimes.pure.framework.registry import EMPTY_REGISTRY, RegistryError, Registry
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, ReserveConflict, observe, release, reserve, sync
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     DEFAULT_CONFIG,
     LabelSelector,
     PodSlot,
@@ -40,8 +32,8 @@ from kruntimes.pure.model import (
     Target,
     Workspace,
 )
-from kruntimes.pure.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, PodScore, Skip, Wait
-from kruntimes.pure.quantity import Amount, format_quantity, parse_quantity
+from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, PodScore, Skip, Wait
+from kruntimes.pure.model.quantity import Amount, format_quantity, parse_quantity
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.status import StatusPatch, applied, patch_body, status_for
 from kruntimes.pure.wakeups import Wakeup, wakeups
@@ -56,7 +48,7 @@ __all__ = [
     "Bind",
     "Cancel",
     "ClusterState",
-    "ConfigError",
+    "RegistryError",
     "CycleError",
     "CycleRecord",
     "DecodeError",

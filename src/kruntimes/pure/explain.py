@@ -30,9 +30,12 @@ from typing import Final
 from returns.pipeline import is_successful
 from returns.result import Result
 
-from kruntimes.pure import messages
-from kruntimes.pure.framework import DEFAULT_REGISTRY, PodFilter, Registry, plan_cycle, precheck
-from kruntimes.pure.model import (
+from kruntimes.pure.model import messages
+from kruntimes.pure.framework.interface import PodFilter
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.planner import plan_cycle, precheck
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.model.objects import (
     RUNNING,
     AffinityTerm,
     LabelSelector,
@@ -42,11 +45,11 @@ from kruntimes.pure.model import (
     Snapshot,
     Target,
 )
-from kruntimes.pure.plan import Bind, CycleError, Delay, Plan, PodScore
-from kruntimes.pure.plugins.affinity import hosting_pods
+from kruntimes.pure.model.plan import Bind, CycleError, Delay, Plan, PodScore
+from kruntimes.pure.model.objects import hosting_pods
 from kruntimes.pure.plugins.workspace import OnlyPod, workspace_constraint
-from kruntimes.pure.quantity import format_quantity
-from kruntimes.pure.timefmt import format_duration
+from kruntimes.pure.model.quantity import format_quantity
+from kruntimes.pure.model.times import format_duration
 
 __all__ = [
     "FEASIBLE",

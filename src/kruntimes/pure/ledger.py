@@ -31,9 +31,9 @@ from typing import Final, Literal, TypeAlias, final
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure._pdict import PDict, empty, pdict
-from kruntimes.pure.cluster import ClusterState
-from kruntimes.pure.model import (
+from kruntimes.pure.persistent.pdict import PDict, empty, pdict
+from kruntimes.pure.state.cluster import ClusterState
+from kruntimes.pure.model.objects import (
     EMPTY_RESOURCES,
     PodSlot,
     Reservation,
@@ -44,8 +44,8 @@ from kruntimes.pure.model import (
     SchedulerConfig,
     frozen_resources,
 )
-from kruntimes.pure.quantity import Amount
-from kruntimes.pure.resources import add, fits, plus_reserved
+from kruntimes.pure.model.quantity import Amount
+from kruntimes.pure.model.resources import add, fits, plus_reserved
 
 _RUN_UID: Final = attrgetter("run_uid")
 

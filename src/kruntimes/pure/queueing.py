@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Final, Protocol, TypeAlias, final
 
-from kruntimes.pure.model import Run, RunKey
+from kruntimes.pure.model.objects import Run, RunKey
 
 SortKey: TypeAlias = tuple[int, ...]
 """Lower sorts first. Integers only, so every policy's keys compare without surprises."""

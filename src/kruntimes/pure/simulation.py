@@ -24,14 +24,17 @@ from typing import Final, TypeAlias, cast
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure import cluster, ledger, queueing, snapshot, status
-from kruntimes.pure._pdict import pdict
-from kruntimes.pure.cluster import ClusterState, Event
-from kruntimes.pure.cyclelog import CycleRecord
-from kruntimes.pure.decode import decode_object, decode_requests
-from kruntimes.pure.framework import DEFAULT_REGISTRY, Registry, plan_cycle
+from kruntimes.pure import ledger, queueing, snapshot, status
+from kruntimes.pure.state import cluster
+from kruntimes.pure.persistent.pdict import pdict
+from kruntimes.pure.state.cluster import ClusterState, Event
+from kruntimes.pure.readers.cyclelog import CycleRecord
+from kruntimes.pure.readers.kube import decode_object, decode_requests
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import Ledger, ReserveConflict
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     API_VERSION,
     DEFAULT_CONFIG,
     EMPTY_LABELS,
@@ -45,9 +48,9 @@ from kruntimes.pure.model import (
     frozen_labels,
     frozen_resources,
 )
-from kruntimes.pure.plan import Bind, CycleError, Delay, Plan, Skip
-from kruntimes.pure.quantity import Amount, parse_nonnegative_integer
-from kruntimes.pure.timefmt import format_time, parse_duration, parse_time
+from kruntimes.pure.model.plan import Bind, CycleError, Delay, Plan, Skip
+from kruntimes.pure.model.quantity import Amount, parse_nonnegative_integer
+from kruntimes.pure.model.times import format_time, parse_duration, parse_time
 
 Object: TypeAlias = RuntimePod | Run | Workspace
 

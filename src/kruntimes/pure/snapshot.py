@@ -17,10 +17,10 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 from typing import Final, final
 
-from kruntimes.pure._lazy import LazyTuple
-from kruntimes.pure.cluster import ClusterState, OnPods
+from kruntimes.pure.persistent.lazy import LazyTuple
+from kruntimes.pure.state.cluster import ClusterState, OnPods
 from kruntimes.pure.ledger import Ledger, NamespaceBook, sync
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     AffinityTerm,
     LabelSelector,
     PodSlot,
@@ -31,8 +31,8 @@ from kruntimes.pure.model import (
     Snapshot,
     Target,
 )
-from kruntimes.pure.plugins.affinity import label_matcher
-from kruntimes.pure.resources import plus_reserved
+from kruntimes.pure.model.objects import label_matcher
+from kruntimes.pure.model.resources import plus_reserved
 
 _TARGET_ORDER: Final = attrgetter("pod", "run_uid", "assumed")
 _POD_UID_ORDER: Final = attrgetter("pod", "run_uid")

@@ -5,7 +5,7 @@ sent as a JSON merge patch on the ``runs/status`` subresource carrying the
 observed ``resourceVersion``, so a concurrent writer yields 409, never a lost
 update. Conditions follow ``meta.SetStatusCondition``: one condition per type,
 ``lastTransitionTime`` moves only when the status flips. Messages come from
-:mod:`kruntimes.pure.messages` and never carry pod names (except the bind
+:mod:`kruntimes.pure.model.messages` and never carry pod names (except the bind
 condition's own pod), Run names or selector text.
 
 This is a purely computational module with no side effects; ``effects.binder``
@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final, assert_never, final
 
-from kruntimes.pure import messages
-from kruntimes.pure.model import CANCELLED, FAILED, PENDING, SCHEDULED, Condition, Run, RunStatus, first_condition
-from kruntimes.pure.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
-from kruntimes.pure.timefmt import format_time
+from kruntimes.pure.model import messages
+from kruntimes.pure.model.objects import CANCELLED, FAILED, PENDING, SCHEDULED, Condition, Run, RunStatus, first_condition
+from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
+from kruntimes.pure.model.times import format_time
 
 TRUE: Final = "True"
 FALSE: Final = "False"

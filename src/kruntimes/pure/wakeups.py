@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
 
-from kruntimes.pure.cluster import ClusterState, Event
-from kruntimes.pure.model import Run, RunKey, RuntimePod, SchedulerConfig
+from kruntimes.pure.state.cluster import ClusterState, Event
+from kruntimes.pure.model.objects import Run, RunKey, RuntimePod, SchedulerConfig
 
 WakeupSource: TypeAlias = Literal["runtime_pod", "capacity_released"]
 

@@ -20,7 +20,7 @@ and checks the scheduler's promises (docs/reliability.md):
     In the last state: every Pending Run that the pure planner would bind
     now (a pod has room) is a violation (it should have been bound); every
     other Pending Run must carry exactly the SPEC §7 wait message the planner
-    gives for it (one of the four forms of :mod:`kruntimes.pure.messages`);
+    gives for it (one of the four forms of :mod:`kruntimes.pure.model.messages`);
     one the planner fails or cancels should have been terminated; and every
     terminal status the scheduler wrote carries a reason from the closed set
     and a bounded message.
@@ -50,12 +50,12 @@ from typing import Any, Final, Literal, TypeAlias
 
 from returns.pipeline import is_successful
 
-from kruntimes.pure import messages
-from kruntimes.pure.cluster import from_objects
-from kruntimes.pure.decode import capacity_from_annotations, decode_pod, decode_requests, decode_run, decode_workspace
-from kruntimes.pure.framework import plan_cycle
+from kruntimes.pure.model import messages
+from kruntimes.pure.state.cluster import from_objects
+from kruntimes.pure.readers.kube import capacity_from_annotations, decode_pod, decode_requests, decode_run, decode_workspace
+from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model import (
+from kruntimes.pure.model.objects import (
     ACTIVE_PHASES,
     CANCELLED,
     DEFAULT_CONFIG,
@@ -71,8 +71,8 @@ from kruntimes.pure.model import (
     Workspace,
     frozen_labels,
 )
-from kruntimes.pure.plan import Bind, Cancel, Delay, Fail, Skip, Wait
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Skip, Wait
+from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.snapshot import take
 from kruntimes.verify.history import Write
 

@@ -11,49 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, final
+from typing import ClassVar, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.messages import REJECT_RUN_AFFINITY, REJECT_RUN_ANTI_AFFINITY
-from kruntimes.pure.model import AffinityTerm, LabelSelector, Labels, PodSlot, Run, Snapshot, Target
-from kruntimes.pure.plan import CycleError
-from kruntimes.pure.plugins.batch import BatchFilter, Selection
+from kruntimes.pure.framework.interface import FilterPlugin, PodFilter
+from kruntimes.pure.model.messages import REJECT_RUN_AFFINITY, REJECT_RUN_ANTI_AFFINITY
+from kruntimes.pure.model.objects import AffinityTerm, LabelSelector, Labels, PodSlot, Run, Snapshot, Target, label_matcher, selector_hosts
+from kruntimes.pure.model.plan import CycleError
+from kruntimes.pure.framework.batch import BatchFilter, Selection
 
-if TYPE_CHECKING:
-    from kruntimes.pure.framework import FilterPlugin, PodFilter
-
-
-def hosting_pods(term: AffinityTerm, targets: Iterable[Target]) -> frozenset[str]:
-    """The pods that host at least one target matching ``term``."""
-    matches = label_matcher(term.selector)
-    return frozenset(target.pod for target in targets if matches(target.labels))
-
-
-def selector_hosts(snapshot: Snapshot, selector: LabelSelector) -> frozenset[str]:
-    """The pods hosting a target ``selector`` matches: ``snapshot.hosts`` as
-    ``snapshot.take`` found them, else derived from ``snapshot.targets``."""
-    hosts = snapshot.hosts
-    if hosts is not None:
-        found = hosts.get(selector)
-        if found is not None:
-            return found
-    matches = label_matcher(selector)
-    return frozenset(target.pod for target in snapshot.targets if matches(target.labels))
-
-
-def label_matcher(selector: LabelSelector) -> Callable[[Labels], bool]:
-    """``selector.matches``, specialised for the common one-requirement ``In`` selector
-    (one ``matchLabels`` entry): a single lookup instead of two calls per target."""
-    requirements = selector.requirements
-    if len(requirements) == 1 and requirements[0].operator == "In":
-        key, values = requirements[0].key, requirements[0].values
-
-        def matches_in(labels: Labels) -> bool:
-            return labels.get(key) in values
-
-        return matches_in
-    return selector.matches
 
 
 def seedable(term: AffinityTerm, targets: Iterable[Target], run_labels: Labels) -> bool:

@@ -8,18 +8,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar, final
+from typing import ClassVar, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.messages import REJECT_RUNTIME_POD_UNAVAILABLE
-from kruntimes.pure.model import RUNNING, RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot, epoch_us
-from kruntimes.pure.plan import CycleError
-from kruntimes.pure.plugins.batch import BatchFilter, Selection, rejected_as
-from kruntimes.pure.resources import fits
+from kruntimes.pure.framework.interface import FilterPlugin, PodFilter
+from kruntimes.pure.model.messages import REJECT_RUNTIME_POD_UNAVAILABLE
+from kruntimes.pure.model.objects import RUNNING, RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot, epoch_us
+from kruntimes.pure.model.plan import CycleError
+from kruntimes.pure.framework.batch import BatchFilter, Selection, rejected_as
+from kruntimes.pure.model.resources import fits
 
-if TYPE_CHECKING:
-    from kruntimes.pure.framework import FilterPlugin, PodFilter
 
 
 def available_and_fits(slot: PodSlot, request: Resources, now: datetime, stale_after: timedelta) -> bool:

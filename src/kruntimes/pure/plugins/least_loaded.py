@@ -16,16 +16,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
-from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, final
+from typing import ClassVar, Final, TypeAlias, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.model import RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot
-from kruntimes.pure.plan import CycleError
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.framework.interface import PodScorer, ScorePlugin
+from kruntimes.pure.model.objects import RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot
+from kruntimes.pure.model.plan import CycleError
+from kruntimes.pure.model.quantity import Amount
 
-if TYPE_CHECKING:
-    from kruntimes.pure.framework import PodScorer, ScorePlugin
 
 LoadKey: TypeAlias = tuple[Fraction, Fraction]
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, final
+from typing import ClassVar, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.model import PodSlot, RunAffinity, Run, Snapshot, Target
-from kruntimes.pure.plan import CycleError
-from kruntimes.pure.plugins.affinity import hosting_pods, selector_hosts
+from kruntimes.pure.framework.interface import PodScorer, ScorePlugin, normalize_to_max
+from kruntimes.pure.model.objects import PodSlot, RunAffinity, Run, Snapshot, Target
+from kruntimes.pure.model.plan import CycleError
+from kruntimes.pure.model.objects import hosting_pods, selector_hosts
 
-if TYPE_CHECKING:
-    from kruntimes.pure.framework import PodScorer, ScorePlugin
 
 
 def _raw_table(affinity: RunAffinity, targets: tuple[Target, ...]) -> tuple[int, dict[str, int]]:
@@ -46,16 +45,6 @@ def _weighted_hosts(affinity: RunAffinity, snapshot: Snapshot) -> list[tuple[int
     preferred anti-affinity (whose weight the base score already holds)."""
     signed = [(w.weight, w.term) for w in affinity.preferred] + [(-w.weight, w.term) for w in affinity.anti_preferred]
     return [(weight, selector_hosts(snapshot, term.selector)) for weight, term in signed]
-
-
-def normalize_to_max(raw: tuple[int, ...]) -> tuple[int, ...]:
-    """``raw × 100 // max(raw)``; all 0 when the maximum is 0 (or there is none)."""
-    top = max(raw, default=0)
-    if top <= 0:
-        return (0,) * len(raw)
-    if min(raw) == top:
-        return (100,) * len(raw)
-    return tuple([value * 100 // top for value in raw])
 
 
 @final

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, final
+from typing import ClassVar, Final, TypeAlias, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.messages import REJECT_WORKSPACE_PLACEMENT, REJECT_WORKSPACE_UNAVAILABLE
-from kruntimes.pure.model import WORKSPACE_MODE_LOCAL, PodSlot, Run, Snapshot, Workspace, WorkspaceRef
-from kruntimes.pure.plan import CycleError
-from kruntimes.pure.plugins.batch import BatchFilter, Selection, rejected_as
+from kruntimes.pure.framework.interface import FilterPlugin, PodFilter
+from kruntimes.pure.model.messages import REJECT_WORKSPACE_PLACEMENT, REJECT_WORKSPACE_UNAVAILABLE
+from kruntimes.pure.model.objects import WORKSPACE_MODE_LOCAL, PodSlot, Run, Snapshot, Workspace, WorkspaceRef
+from kruntimes.pure.model.plan import CycleError
+from kruntimes.pure.framework.batch import BatchFilter, Selection, rejected_as
 
-if TYPE_CHECKING:
-    from kruntimes.pure.framework import FilterPlugin, PodFilter
 
 BOUND: Final = "Bound"
 UNUSABLE_PHASES: Final = frozenset({"Lost", "Released"})

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeAlias, final
 
-from kruntimes.pure.model import PodSlot
+from kruntimes.pure.model.objects import PodSlot
 
 Selection: TypeAlias = tuple[list[PodSlot], dict[str, int]]
 """(the slots that pass, in order; rejected slots counted by reason)."""

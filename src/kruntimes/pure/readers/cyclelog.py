@@ -30,8 +30,8 @@ from typing import Final, TypeAlias, TypeVar, cast, get_args
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.decode import DecodeError, DecodeReason
-from kruntimes.pure.model import (
+from kruntimes.pure.readers.kube import DecodeError, DecodeReason
+from kruntimes.pure.model.objects import (
     OPERATORS,
     AffinityTerm,
     Condition,
@@ -56,7 +56,7 @@ from kruntimes.pure.model import (
     frozen_labels,
     frozen_resources,
 )
-from kruntimes.pure.plan import (
+from kruntimes.pure.model.plan import (
     Bind,
     Cancel,
     CycleError,
@@ -70,8 +70,8 @@ from kruntimes.pure.plan import (
     SkipWhy,
     Wait,
 )
-from kruntimes.pure.quantity import Amount, format_quantity, normalize
-from kruntimes.pure.timefmt import format_duration, format_time, parse_time
+from kruntimes.pure.model.quantity import Amount, format_quantity, normalize
+from kruntimes.pure.model.times import format_duration, format_time, parse_time
 
 FORMAT_VERSION: Final = 1
 """Bumped when the line layout changes incompatibly; ``decode_record`` refuses others."""

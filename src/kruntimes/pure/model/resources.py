@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kruntimes.pure.model import EMPTY_RESOURCES, Resources, frozen_resources
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.objects import EMPTY_RESOURCES, Resources, frozen_resources
+from kruntimes.pure.model.quantity import Amount
 
 
 def fits(capacity: Resources, usage: Resources, request: Resources) -> bool:

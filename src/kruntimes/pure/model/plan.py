@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple, TypeAlias, TypeVar, cast, final
 
-from kruntimes.pure._lazy import LazyTuple
+from kruntimes.pure.persistent.lazy import LazyTuple
 
 WAIT_REQUEUE_SECONDS: Final = 30.0
 

@@ -24,7 +24,7 @@ state"). Indexes kept here:
   sets change only when a value appears or disappears, so a Run starting or
   finishing updates one label map per label, not two.
 
-Every map is a :class:`~kruntimes.pure._pdict.PDict` (a hash trie of small
+Every map is a :class:`~kruntimes.pure.persistent.pdict.PDict` (a hash trie of small
 dicts, path-copied on update): dict-speed lookups and iteration, and an update
 allocates only small objects, so the cyclic collector never walks a big index
 per event (docs/performance.md). This is a purely computational module with no
@@ -43,8 +43,8 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar
 
-from kruntimes.pure._pdict import PDict, discard_in, empty, pdict, set_in, update_in
-from kruntimes.pure.model import (
+from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
+from kruntimes.pure.model.objects import (
     EMPTY_LABELS,
     EMPTY_RESOURCES,
     RUNS_RESOURCE,
@@ -59,8 +59,8 @@ from kruntimes.pure.model import (
     Workspace,
     frozen_resources,
 )
-from kruntimes.pure.quantity import Amount
-from kruntimes.pure.resources import add, plus_reserved, subtract
+from kruntimes.pure.model.quantity import Amount
+from kruntimes.pure.model.resources import add, plus_reserved, subtract
 
 EventType: TypeAlias = Literal["ADDED", "MODIFIED", "DELETED"]
 Object: TypeAlias = RuntimePod | Run | Workspace

@@ -18,8 +18,8 @@ from typing import Final, Generic, Literal, TypeAlias, TypeVar, cast
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.messages import bounded_name
-from kruntimes.pure.model import (
+from kruntimes.pure.model.messages import bounded_name
+from kruntimes.pure.model.objects import (
     NO_AFFINITY,
     API_VERSION,
     CAPACITY_ANNOTATION_PREFIX,
@@ -50,8 +50,8 @@ from kruntimes.pure.model import (
     frozen_labels,
     frozen_resources,
 )
-from kruntimes.pure.quantity import Amount, parse_nonnegative_integer, parse_quantity
-from kruntimes.pure.timefmt import parse_duration, parse_time
+from kruntimes.pure.model.quantity import Amount, parse_nonnegative_integer, parse_quantity
+from kruntimes.pure.model.times import parse_duration, parse_time
 
 DecodeReason: TypeAlias = Literal["NotAnObject", "MissingField", "WrongType", "UnknownKind"]
 

@@ -8,13 +8,13 @@ faster than a persistent map's. Nothing here mutates after construction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Final, Literal, NamedTuple, TypeAlias
 
-from kruntimes.pure.quantity import Amount
+from kruntimes.pure.model.quantity import Amount
 
 # --- wire constants -------------------------------------------------------
 
@@ -413,3 +413,38 @@ class Snapshot:
     now: datetime
     config: SchedulerConfig = DEFAULT_CONFIG
     hosts: Mapping[LabelSelector, frozenset[str]] | None = field(default=None, compare=False, repr=False)
+
+
+# --- which pods host a target a selector matches (SPEC §4–§5) --------------------------
+
+
+def hosting_pods(term: AffinityTerm, targets: Iterable[Target]) -> frozenset[str]:
+    """The pods that host at least one target matching ``term``."""
+    matches = label_matcher(term.selector)
+    return frozenset(target.pod for target in targets if matches(target.labels))
+
+
+def selector_hosts(snapshot: Snapshot, selector: LabelSelector) -> frozenset[str]:
+    """The pods hosting a target ``selector`` matches: ``snapshot.hosts`` as
+    ``snapshot.take`` found them, else derived from ``snapshot.targets``."""
+    hosts = snapshot.hosts
+    if hosts is not None:
+        found = hosts.get(selector)
+        if found is not None:
+            return found
+    matches = label_matcher(selector)
+    return frozenset(target.pod for target in snapshot.targets if matches(target.labels))
+
+
+def label_matcher(selector: LabelSelector) -> Callable[[Labels], bool]:
+    """``selector.matches``, specialised for the common one-requirement ``In`` selector
+    (one ``matchLabels`` entry): a single lookup instead of two calls per target."""
+    requirements = selector.requirements
+    if len(requirements) == 1 and requirements[0].operator == "In":
+        key, values = requirements[0].key, requirements[0].values
+
+        def matches_in(labels: Labels) -> bool:
+            return labels.get(key) in values
+
+        return matches_in
+    return selector.matches

@@ -1,0 +1,112 @@
+"""The extension points: one small protocol each, and the prepared values they return.
+
+Shaped after the Kubernetes scheduler framework. A plugin is an immutable value
+that implements one protocol per extension point it takes part in:
+
+- **PreFilter + Filter** — ``FilterPlugin.prepare(run, snapshot)``, once per
+  cycle: compile and resolve what the plugin needs (selector pod sets, the
+  workspace constraint) and return the prepared filter, a ``PodFilter``
+  ``(PodSlot) -> reason | None``. Returning ``None`` instead of a filter means
+  "this plugin passes every pod this cycle" (Kubernetes' PreFilter ``Skip``).
+- **PreScore + Score + NormalizeScore** — ``ScorePlugin.prepare(run, snapshot)``
+  returns a ``PodScorer`` ``(feasible slots) -> raw scores``;
+  ``ScorePlugin.normalize(raw)`` maps them into 0..100.
+
+All prepared state lives in the closures a cycle creates and drops: nothing is
+shared between cycles, so plugins need no locks and cycles replay exactly.
+
+What the runtime does with each answer (the "status codes"):
+
+- a filter reason (``str``): the pod is infeasible for this Run *now*; it is
+  counted once for (plugin, reason) and the cycle may end in ``Wait``. The
+  reason must be one of the plugin's declared ``reasons`` (a closed set: it
+  becomes a metric label), else the cycle fails with ``PluginError``.
+- ``Failure(CycleError)`` from any ``prepare``, a scorer returning the wrong
+  number of scores, or a normalized score outside 0..100 (``ScoreError``): the
+  cycle decides nothing — no reservation, no status write — and the key is
+  retried with per-key exponential back-off (the error is transient or a bug,
+  never a property of the Run).
+
+This is a purely computational module with no side effects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Protocol, TypeAlias
+
+from returns.result import Result
+
+from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
+from kruntimes.pure.model.plan import CycleError
+
+__all__ = [
+    "MAX_SCORE",
+    "MIN_SCORE",
+    "FilterPlugin",
+    "PodFilter",
+    "PodScorer",
+    "ScorePlugin",
+    "keep_scores",
+    "normalize_to_max",
+]
+
+MIN_SCORE: Final = 0
+MAX_SCORE: Final = 100
+
+PodFilter: TypeAlias = Callable[[PodSlot], "str | None"]
+"""A prepared Filter: ``None`` when the pod passes, else the rejection reason."""
+
+PodScorer: TypeAlias = Callable[[tuple[PodSlot, ...]], tuple[int, ...]]
+"""A prepared Score: one raw score per feasible slot, in the order given."""
+
+
+class FilterPlugin(Protocol):
+    """PreFilter + Filter. Implementations are immutable values (``@final`` frozen dataclasses)."""
+
+    @property
+    def name(self) -> str:
+        """The registry name; the ``plugin`` metric label."""
+        ...
+
+    @property
+    def reasons(self) -> frozenset[str]:
+        """Every reason the filter may return: a closed set (the ``reason`` metric label)."""
+        ...
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        """PreFilter, once per cycle. ``run`` is ``snapshot.run`` (known present and Pending).
+
+        Return the pod filter, or ``None`` when every pod passes this cycle.
+        """
+        ...
+
+
+class ScorePlugin(Protocol):
+    """PreScore + Score + NormalizeScore."""
+
+    @property
+    def name(self) -> str: ...
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        """PreScore, once per cycle with at least one feasible pod."""
+        ...
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        """NormalizeScore: map the raw scores of all feasible pods into 0..100."""
+        ...
+
+
+def keep_scores(raw: tuple[int, ...]) -> tuple[int, ...]:
+    """The identity normalizer, for scorers whose raw scores already lie in 0..100."""
+    return raw
+
+
+def normalize_to_max(raw: tuple[int, ...]) -> tuple[int, ...]:
+    """``raw × 100 // max(raw)``; all 0 when the maximum is 0 (or there is none)."""
+    top = max(raw, default=0)
+    if top <= 0:
+        return (0,) * len(raw)
+    if min(raw) == top:
+        return (100,) * len(raw)
+    return tuple([value * 100 // top for value in raw])
