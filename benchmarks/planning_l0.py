@@ -58,7 +58,6 @@ from kruntimes.pure.model.objects import (
     DEFAULT_CONFIG,
     TOPOLOGY_KEY,
     Run,
-    RunKey,
     RuntimePod,
     frozen_labels,
 )

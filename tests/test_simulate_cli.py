@@ -24,7 +24,8 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.model.objects import Run, Snapshot
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.plugins.least_loaded import LeastLoaded
-from kruntimes.pure.simulation import decode_scenario, simulate
+from kruntimes.pure.readers.scenario import decode_scenario
+from kruntimes.pure.simulation import simulate
 from tests.pure.builders import NOW, NOW_TEXT, affinity_json, at, pod_json, run_json, term
 
 REPO: Final = Path(__file__).resolve().parents[1]

@@ -15,7 +15,6 @@ from .helpers import (
     get_run,
     max_usage_by_pod,
     phase_of,
-    run_body,
     set_run_phase,
     term,
     wait_until,

@@ -25,8 +25,6 @@ from kruntimes.pure.model.objects import (
     WORKSPACE_KIND,
     WORKSPACE_MODE_LOCAL,
     Run,
-    RuntimePod,
-    Workspace,
 )
 from kruntimes.pure.model.times import format_time
 

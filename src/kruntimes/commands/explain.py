@@ -25,7 +25,7 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Final, TextIO, TypeAlias
+from typing import Final, TypeAlias
 
 from returns.pipeline import is_successful
 from returns.result import Result

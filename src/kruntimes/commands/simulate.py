@@ -25,7 +25,8 @@ from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.readers.cyclelog import encode_record
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Rejections, Skip, Wait
-from kruntimes.pure.simulation import CycleOutcome, Simulation, decode_scenario, simulate
+from kruntimes.pure.readers.scenario import decode_scenario
+from kruntimes.pure.simulation import CycleOutcome, Simulation, simulate
 from kruntimes.pure.model.times import format_time, parse_time
 
 Json: TypeAlias = "None | bool | int | float | str | list[Json] | dict[str, Json]"

@@ -9,7 +9,7 @@ purely computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, final
 
@@ -17,7 +17,7 @@ from returns.result import Result, Success
 
 from kruntimes.pure.framework.interface import FilterPlugin, PodFilter
 from kruntimes.pure.model.messages import REJECT_RUN_AFFINITY, REJECT_RUN_ANTI_AFFINITY
-from kruntimes.pure.model.objects import AffinityTerm, LabelSelector, Labels, PodSlot, Run, Snapshot, Target, label_matcher, selector_hosts
+from kruntimes.pure.model.objects import AffinityTerm, Labels, PodSlot, Run, Snapshot, Target, selector_hosts
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.framework.batch import BatchFilter, Selection
 
