@@ -413,7 +413,7 @@ def test_a_score_plugin_error_is_reported_as_action_error() -> None:
     registry = DEFAULT_REGISTRY.register_score("Broken", 1, _Broken).unwrap()
     scenario = decode_scenario([_scenario([pod_json("runtime-a"), run_json("run-a")])], "test", NOW).unwrap()
     result = simulate(scenario, registry)
-    assert outcome_json(result.outcomes[0]) == {
+    assert outcome_json(result.steps[0]) == {
         "run": "default/run-a",
         "action": "Error",
         "reason": "ScoreError",
@@ -431,7 +431,7 @@ def test_a_refused_reserve_is_reported_as_a_conflict_and_writes_nothing() -> Non
                run_json("run-a")]
     scenario = decode_scenario([_scenario(objects)], "test", NOW).unwrap()
     result = simulate(scenario, registry)
-    entry = outcome_json(result.outcomes[0])
+    entry = outcome_json(result.steps[0])
     assert entry == {
         "run": "default/run-a",
         "action": "Conflict",
@@ -439,7 +439,7 @@ def test_a_refused_reserve_is_reported_as_a_conflict_and_writes_nothing() -> Non
         "reason": "NoRoom",
         "message": "the chosen runtime pod no longer has room for the run's requests",
     }
-    run = result.state.run(result.outcomes[0].key)
+    run = result.state.run(result.steps[0].key)
     assert run is not None and run.status.phase == "" and len(result.ledger) == 0
 
 

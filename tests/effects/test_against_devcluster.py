@@ -23,7 +23,8 @@ from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configurat
 from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.readers.kube import decode_run
-from kruntimes.pure.model.objects import RunKey
+from kruntimes.pure.model.objects import Run, RunKey
+from kruntimes.pure.step import Conflict, StatusWrite, Written
 from kruntimes.pure.status import bind_status
 
 NS = "default"
@@ -144,14 +145,16 @@ def test_informers_sync_then_follow_watch_events_and_ignore_unlabelled_pods(kube
 def test_the_binder_writes_scheduled_and_a_stale_version_is_a_conflict(kube: Kube) -> None:
     run = decode_run(make_run(kube, "bind-r1")).unwrap()
     binder = Binder(kube)
-    written = binder.write(run, bind_status(run, "pod-a", "uid-a", NOW)).unwrap()
+    written = binder.write(StatusWrite(run, bind_status(run, "pod-a", "uid-a", NOW), "bind"))
     stored = kube.get(RUNS.path(NS, "bind-r1")).unwrap()
     status = stored["status"]
     assert isinstance(status, dict)
     assert (status["phase"], status["assignedPod"]) == ("Scheduled", "pod-a")
-    assert written.resource_version != run.resource_version
-    again = binder.write(run, bind_status(run, "pod-b", "uid-b", NOW))
-    assert again.failure().kind == "conflict"
+    assert isinstance(written, Written) and written.resource_version not in ("", run.resource_version)
+    again = binder.write(StatusWrite(run, bind_status(run, "pod-b", "uid-b", NOW), "bind"))
+    assert again == Conflict()
+    read = binder.read(run.key)
+    assert isinstance(read, Run) and read.resource_version == written.resource_version
 
 
 def test_one_elector_leads_and_a_release_hands_over_at_once(kube: Kube) -> None:

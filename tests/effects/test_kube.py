@@ -116,13 +116,13 @@ def test_a_bearer_token_from_the_configuration_is_sent(stub: Running) -> None:
     assert stub.stub.seen[0].headers["authorization"] == "Bearer s3cret"
 
 
-def test_an_unreachable_server_is_a_retriable_transport_error() -> None:
+def test_an_unreachable_server_is_a_retriable_error_that_says_the_request_never_left() -> None:
     kube = Kube(Configuration(host="http://127.0.0.1:9"), request_timeout=2)
     error = kube.get("/api/v1/pods").failure()
-    assert (error.kind, error.status, error.retriable) == ("transport", 0, True)
+    assert (error.kind, error.status, error.retriable) == ("unreachable", 0, True)
     with pytest.raises(KubeError) as raised:
         list(kube.watch("/api/v1/pods", "1"))
-    assert raised.value.error.kind == "transport"
+    assert raised.value.error.kind == "unreachable"
 
 
 def test_watch_streams_events_split_across_chunks_and_asks_for_bookmarks(stub: Running) -> None:

@@ -25,6 +25,7 @@ from kruntimes.pure.ledger import (
 )
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey
 from kruntimes.pure.snapshot import take
+from kruntimes.pure.step import plan
 from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
 
 
@@ -44,8 +45,8 @@ def conflict_reason(result: Result[Ledger, ReserveConflict]) -> ReserveConflictR
 
 
 def usage_seen_by(state: ClusterState, ledger: Ledger, key: RunKey, pod: str) -> dict[str, object]:
-    """The usage a cycle for ``key`` would plan against on ``pod``."""
-    snapshot = take(state, ledger, key, NOW, DEFAULT_CONFIG)
+    """The usage a cycle for ``key`` would plan against on ``pod`` (the step syncs, then snapshots)."""
+    snapshot = plan(state, ledger, key, NOW, DEFAULT_CONFIG).snapshot
     return {name: amount for slot in snapshot.pods if slot.pod.name == pod for name, amount in slot.usage.items()}
 
 
@@ -209,7 +210,7 @@ def test_a_pending_observation_at_another_version_drops_the_reservation() -> Non
     [
         None,
         decoded_run("r", phase="Failed", resource_version="5"),
-        decoded_run("r", phase="Pending", assigned_pod="a", resource_version="5"),
+        active_run("r", "a", phase="Scheduled", resource_version="6"),
     ],
     ids=["deleted", "not pending", "assigned"],
 )
@@ -234,8 +235,19 @@ def test_observe_keeps_a_reservation_while_the_run_shows_pending_and_unassigned(
     ledger = granted(EMPTY_LEDGER, world(decoded_pod("a"), run), run)
     assert observe(ledger, run) is ledger
     assert observe(ledger, decoded_run("r", phase="Succeeded")) == EMPTY_LEDGER
-    assert observe(ledger, decoded_run("r", assigned_pod="a")) == EMPTY_LEDGER
+    assert observe(ledger, decoded_run("r", resource_version="99")) == EMPTY_LEDGER
     assert observe(EMPTY_LEDGER, run) is EMPTY_LEDGER
+
+
+def test_a_stale_assigned_pod_on_a_pending_run_is_not_an_assignment() -> None:
+    """A retry reset can leave ``assignedPod`` on a Pending Run: it is planned like any Pending Run,
+    it can reserve, and neither sync nor observe takes the stale field for its bind (SPEC §1)."""
+    stale = decoded_run("r", phase="Pending", assigned_pod="a", resource_version="5")
+    state = world(decoded_pod("a"), stale)
+    ledger = granted(EMPTY_LEDGER, state, stale)
+    assert ledger.get("default", stale.uid) is not None
+    assert sync(ledger, state, "default") is ledger
+    assert observe(ledger, stale) is ledger
 
 
 # --- namespaces ----------------------------------------------------------------------------------

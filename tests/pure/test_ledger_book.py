@@ -77,8 +77,7 @@ def _still_unobserved(reservation: Reservation, run: Run | None) -> bool:
     return (
         run is not None
         and run.name == reservation.run_name
-        and run.status.pending
-        and not run.status.assigned_pod
+        and run.status.pending  # a stale assignedPod on a Pending Run is no assignment (SPEC §1)
         and run.resource_version == reservation.resource_version
     )
 
@@ -111,7 +110,7 @@ def _check(state: ClusterState, ledger: Ledger) -> None:
     kept = {r.run_uid for r in reservations if _still_unobserved(r, state.run_by_uid(NS, r.run_uid))}
     assert {r.run_uid for r in synced.in_namespace(NS)} == kept
     # take: the slots equal the state's own overlay of the freshly summed totals.
-    snapshot = take(state, ledger, RunKey(NS, "planned"), NOW, DEFAULT_CONFIG)
+    snapshot = take(state, synced, RunKey(NS, "planned"), NOW, DEFAULT_CONFIG)
     expected_slots = state.pod_slots(NS, "python", fresh_totals(synced, NS))
     assert snapshot.pods == expected_slots
     assert [_typed(s.usage) for s in snapshot.pods] == [_typed(s.usage) for s in expected_slots]

@@ -29,12 +29,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from returns.pipeline import is_successful
 
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, EventType, apply
-from kruntimes.pure.planner import plan_cycle
-from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release, reserve, reserved_usage, sync
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, release, reserved_usage, sync
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Resources, Run, RunKey, RuntimePod
 from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.model.quantity import Amount
-from kruntimes.pure.snapshot import take
+from kruntimes.pure.step import Planned, decide, plan
 from tests.pure.builders import NOW, affinity_json, decoded_pod, decoded_run, term
 
 NAMESPACE = "default"
@@ -68,7 +67,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """Run writes the informer has not delivered yet, oldest first."""
         self.state: ClusterState = EMPTY_STATE
         self.ledger: Ledger = EMPTY_LEDGER
-        self.plans: dict[RunKey, tuple[Run, str, str]] = {}
+        self.plans: dict[RunKey, Planned] = {}
         """Bind plans awaiting their reserve: (the Run as planned, pod, pod uid)."""
         self.in_flight: dict[RunKey, Run] = {}
         """Reserved, bind not yet answered: the Run as the binder holds it."""
@@ -254,17 +253,14 @@ class LedgerMachine(RuleBasedStateMachine):
             self._answer_bind(key, transport_error=False)
 
     def _plan(self, key: RunKey) -> None:
-        seen = self.state.run(key)
-        if seen is not None:
-            self.ledger = observe(self.ledger, seen)  # SPEC §3.1
-        snapshot = take(self.state, self.ledger, key, NOW, DEFAULT_CONFIG)
-        self.ledger = sync(self.ledger, self.state, NAMESPACE)  # the worker swaps the sync in
-        plan = plan_cycle(snapshot)
-        assert is_successful(plan), plan
-        decided = plan.unwrap()
+        planned = plan(self.state, self.ledger, key, NOW, DEFAULT_CONFIG)  # the step: observe, sync, take, plan
+        assert is_successful(planned.planned), planned.planned
+        decided = planned.planned.unwrap()
         if isinstance(decided, Bind):
-            assert snapshot.run is not None and snapshot.reservation is None
-            self.plans[key] = (snapshot.run, decided.pod, decided.pod_uid)
+            assert planned.snapshot.run is not None and planned.snapshot.reservation is None
+            self.plans[key] = planned
+        else:
+            self.ledger = planned.ledger  # the worker swaps the observed, synced ledger in
 
     @precondition(lambda self: bool(self.plans))
     @rule(data=st.data())
@@ -272,11 +268,15 @@ class LedgerMachine(RuleBasedStateMachine):
         self._reserve(data.draw(st.sampled_from(sorted(self.plans))))
 
     def _reserve(self, key: RunKey) -> None:
-        run, pod, pod_uid = self.plans.pop(key)
-        result = reserve(self.ledger, self.state, run, pod, pod_uid, NOW, DEFAULT_CONFIG)
-        if not is_successful(result):
+        planned = self.plans.pop(key)
+        run = planned.snapshot.run
+        decided = planned.planned.unwrap()
+        assert run is not None and isinstance(decided, Bind)
+        pod, pod_uid = decided.pod, decided.pod_uid
+        step = decide(planned, self.state, self.ledger)  # the compare-and-swap, on the latest values
+        self.ledger = step.ledger
+        if step.write is None:
             return
-        self.ledger = result.unwrap()
         # No overcommit at grant: recount actual usage by brute force, add every reservation.
         target = self.state.pod(NAMESPACE, pod)
         assert target is not None and target.uid == pod_uid and target.available(NOW, STALE)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
-from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, reserve
+from kruntimes.pure.ledger import sync, EMPTY_LEDGER, Ledger, reserve
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
 from kruntimes.pure.snapshot import take
 from tests.pure.builders import (
@@ -43,7 +43,8 @@ def world(*objects: Object) -> ClusterState:
 
 
 def snap(state: ClusterState, name: str, ledger: Ledger = EMPTY_LEDGER, namespace: str = "default") -> Snapshot:
-    return take(state, ledger, RunKey(namespace, name), NOW, DEFAULT_CONFIG)
+    """The snapshot a cycle for the Run plans from: the step syncs the namespace, then takes it."""
+    return take(state, sync(ledger, state, namespace), RunKey(namespace, name), NOW, DEFAULT_CONFIG)
 
 
 def reserved(ledger: Ledger, state: ClusterState, run: Run, pod: str) -> Ledger:

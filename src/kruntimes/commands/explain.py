@@ -121,7 +121,7 @@ def _unwrap(result: Result[JSONObject, ApiError], what: str, host: str) -> JSONO
 
 
 def _api_message(error: ApiError, what: str, host: str) -> str:
-    if error.kind == "transport":
+    if error.kind in ("transport", "unreachable"):
         return f"cannot reach the API server at {host}: {error.message}"
     if error.kind in ("unauthorized", "forbidden"):
         return f"the API server at {host} refused to {what}: {error.message}"

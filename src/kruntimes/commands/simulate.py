@@ -26,7 +26,8 @@ from kruntimes.pure.readers.cyclelog import encode_record
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Rejections, Skip, Wait
 from kruntimes.pure.readers.scenario import decode_scenario
-from kruntimes.pure.simulation import CycleOutcome, Simulation, simulate
+from kruntimes.pure.simulation import Simulation, simulate
+from kruntimes.pure.step import Step
 from kruntimes.pure.model.times import format_time, parse_time
 
 Json: TypeAlias = "None | bool | int | float | str | list[Json] | dict[str, Json]"
@@ -171,7 +172,7 @@ def _rejections_json(rejections: Rejections) -> dict[str, Json]:
     return dict(result)
 
 
-def outcome_json(outcome: CycleOutcome) -> dict[str, Json]:
+def outcome_json(outcome: Step) -> dict[str, Json]:
     """One entry of ``cycles`` (SPEC §12), plus ``Error`` and ``Conflict`` (see ``--help``)."""
     entry: dict[str, Json] = {"run": str(outcome.key)}
     if not is_successful(outcome.plan):
@@ -219,7 +220,7 @@ def outcome_json(outcome: CycleOutcome) -> dict[str, Json]:
 def simulation_json(result: Simulation) -> dict[str, Json]:
     return {
         "now": format_time(result.now),
-        "cycles": [outcome_json(o) for o in result.outcomes],
+        "cycles": [outcome_json(o) for o in result.steps],
         "assignments": {str(key): pod for key, pod in result.assignments},
     }
 
@@ -236,7 +237,7 @@ def _seconds(value: float) -> str:
     return f"{value:g}s"
 
 
-def _row(outcome: CycleOutcome, namespace: str | None) -> tuple[str, str, str, str]:
+def _row(outcome: Step, namespace: str | None) -> tuple[str, str, str, str]:
     """(RUN, ACTION, POD/REASON, DETAIL) for one cycle; RUN is the bare name when ``namespace`` is shared."""
     entry = outcome_json(outcome)
     action = str(entry["action"])
@@ -289,14 +290,14 @@ def _table(rows: Sequence[tuple[str, ...]], caps: Sequence[int], width: int) -> 
 
 def render_table(result: Simulation, width: int = TABLE_WIDTH) -> str:
     """The simulation for a person: one aligned row per cycle, then the assignments."""
-    keys = [o.key for o in result.outcomes] + [key for key, _ in result.assignments]
+    keys = [o.key for o in result.steps] + [key for key, _ in result.assignments]
     namespaces = {key.namespace for key in keys}
     shared = namespaces.pop() if len(namespaces) == 1 else None
-    title = f"now {format_time(result.now)}, {len(result.outcomes)} cycles"
+    title = f"now {format_time(result.now)}, {len(result.steps)} cycles"
     lines = [title + (f", namespace {shared}" if shared is not None else ""), ""]
     rows: list[tuple[str, ...]] = [("RUN", "ACTION", "POD/REASON", "DETAIL")]
-    rows.extend(_row(o, shared) for o in result.outcomes)
-    if result.outcomes:
+    rows.extend(_row(o, shared) for o in result.steps)
+    if result.steps:
         lines.extend(_table(rows, (30, 8, 18), width))
     else:
         lines.append("(no cycles: no Pending Runs and no `cycles` given)")

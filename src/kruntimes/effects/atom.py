@@ -23,6 +23,7 @@ from returns.result import Result, Success
 
 T = TypeVar("T")
 E = TypeVar("E")
+R = TypeVar("R")
 
 
 @final
@@ -65,6 +66,17 @@ class Atom(Generic[T]):
     def swap(self, fn: Callable[[T], T]) -> T:
         """Apply ``fn`` atomically and return the new value."""
         return self.swap_pair(fn)[1]
+
+    def swap_with(self, fn: Callable[[T], tuple[T, R]]) -> R:
+        """Apply ``fn`` atomically, storing the first element of its answer; return the second.
+
+        For a transition that also says what it decided (a scheduling step: the next
+        ledger and the step itself); like ``swap``, ``fn`` may run more than once."""
+        while True:
+            old = self._value
+            new, answer = fn(old)
+            if self.compare_and_set(old, new):
+                return answer
 
     def swap_result(self, fn: Callable[[T], Result[T, E]]) -> Result[T, E]:
         """Apply ``fn`` atomically, committing only a ``Success``; a ``Failure`` leaves the value as it was.

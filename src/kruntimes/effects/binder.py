@@ -1,92 +1,113 @@
-"""Status writes: bind, wait and terminal documents go through ``PATCH runs/<name>/status``.
+"""Status writes and the one read that settles an ambiguous bind, through the API server.
 
 The body is ``kruntimes.pure.status.patch_body(...)``: a JSON merge patch
-(``application/merge-patch+json``) that carries the resourceVersion the cycle
-observed, so a concurrent writer makes the API server answer ``409 Conflict``
-instead of losing an update (SPEC §6). The outcome is a closed set the worker
-acts on:
+(``application/merge-patch+json``) on the ``status`` subresource that carries
+the resourceVersion the cycle observed, so a concurrent writer makes the API
+server answer ``409 Conflict`` instead of losing an update (SPEC §6). Every
+answer is sorted into the closed set the pure step settles
+(``kruntimes.pure.step.WriteOutcome``):
 
-- ``Success(Written)``: the new resourceVersion and the object as stored.
-- ``conflict``   (409): someone else wrote first; release the reservation, count
-  a ``bind`` conflict, requeue at once (the informer brings the newer Run).
-- ``not_found``  (404): the Run is gone; release and forget the key.
-- ``retriable``  (429, 5xx, timeouts, no answer): release, requeue with back-off
-  (at least ``retry_after`` when the server gave one).
-- ``permanent``  (400/422 invalid, 401, 403, other 4xx): repeating the same write
-  will not help; release, log loudly, requeue with back-off so a fixed RBAC or
-  CRD lets the Run through later.
+- 2xx → ``Written``;
+- 409 → ``Conflict``; 404 → ``Gone``;
+- any other 4xx (429 included), or a request that never left (the connection
+  could not be made) → ``Refused``: the server did not apply it;
+- a 5xx, a timeout, a connection lost after the request was sent, or a 2xx
+  whose body is not the object → ``Ambiguous``: the write may have landed.
+  Its ``deadline`` is when the write can no longer land (``hold`` seconds
+  after it was sent: kube-apiserver gives up on a request after its own
+  request timeout, one minute by default).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Protocol, TypeAlias, final
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Final, Protocol, final
 
-from returns.result import Failure, Result, Success
+from returns.result import Result
 
 from kruntimes.effects.kube import MERGE_PATCH, RUNS, ApiError, JSONObject, resource_version_of
-from kruntimes.pure.model.objects import Run
-from kruntimes.pure.status import StatusPatch, patch_body
+from kruntimes.pure.model.objects import RunKey
+from kruntimes.pure.readers.kube import decode_run
+from kruntimes.pure.status import patch_body
+from kruntimes.pure.step import Ambiguous, Conflict, Gone, ReadOutcome, Refused, StatusWrite, WriteOutcome, Written
 
-WriteFailureKind: TypeAlias = Literal["conflict", "not_found", "retriable", "permanent"]
+DEFAULT_AMBIGUOUS_HOLD: Final = 60.0
+"""Seconds after an ambiguous write is sent before a read may prove it never landed: kube-apiserver's
+default ``--request-timeout`` (a request still in the server after it is abandoned)."""
+
+_PERMANENT: Final = frozenset({"invalid", "unauthorized", "forbidden"})
+_AMBIGUOUS: Final = frozenset({"server", "timeout", "transport", "bad_response"})
 
 
-class StatusPatcher(Protocol):
+class StatusApi(Protocol):
     """What the binder needs from ``kube.Kube``."""
 
     def patch_status(
         self, path: str, body: str | bytes, content_type: str = MERGE_PATCH
     ) -> Result[JSONObject, ApiError]: ...
 
-
-@final
-@dataclass(frozen=True, slots=True)
-class Written:
-    resource_version: str
-    """The Run's resourceVersion after the write (for ``status.applied``)."""
-    object: JSONObject
+    def get(self, path: str) -> Result[JSONObject, ApiError]: ...
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class WriteFailure:
-    kind: WriteFailureKind
-    error: ApiError
-
-    @property
-    def retry_after(self) -> float | None:
-        return self.error.retry_after
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.error}"
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
-def classify(error: ApiError) -> WriteFailureKind:
+def write_outcome(result: Result[JSONObject, ApiError], deadline: datetime) -> WriteOutcome:
+    """Sort one status write's answer (see the module docstring)."""
+    stored = result.value_or(None)
+    if stored is not None:
+        return Written(resource_version_of(stored))
+    error = result.failure()
     if error.kind == "conflict":
-        return "conflict"
+        return Conflict()
     if error.kind == "not_found":
-        return "not_found"
-    if error.retriable:
-        return "retriable"
-    return "permanent"
+        return Gone()
+    if error.kind in _AMBIGUOUS:
+        return Ambiguous(deadline, error.retry_after)
+    return Refused(error.retry_after, permanent=error.kind in _PERMANENT)
 
 
 @final
 class Binder:
-    """Writes Run status documents through the ``status`` subresource."""
+    """Writes Run status documents through the ``status`` subresource, and reads a Run back."""
 
-    def __init__(self, kube: StatusPatcher) -> None:
+    def __init__(
+        self, kube: StatusApi, *, hold: float = DEFAULT_AMBIGUOUS_HOLD, clock: Callable[[], datetime] = _utcnow
+    ) -> None:
         self._kube = kube
+        self._hold = timedelta(seconds=hold)
+        self._clock = clock
+        self.last_error: ApiError | None = None
+        """The last failed request's error, for the caller's log line (no effect on decisions)."""
 
-    def write(self, run: Run, patch: StatusPatch) -> Result[Written, WriteFailure]:
-        """Write ``patch`` for ``run``, guarded by the resourceVersion the cycle observed."""
-        return self.write_body(run.namespace, run.name, patch_body(patch, run.resource_version))
+    def deadline(self) -> datetime:
+        """When a write sent now can no longer land."""
+        return self._clock() + self._hold
 
-    def write_body(self, namespace: str, name: str, body: str) -> Result[Written, WriteFailure]:
-        """Send a ready merge-patch body (it must carry ``metadata.resourceVersion``)."""
-        result = self._kube.patch_status(RUNS.path(namespace, name), body, MERGE_PATCH)
+    def write(self, write: StatusWrite) -> WriteOutcome:
+        """Write ``write.patch`` for ``write.run``, guarded by the resourceVersion the cycle observed."""
+        run = write.run
+        deadline = self.deadline()
+        body = patch_body(write.patch, run.resource_version)
+        result = self._kube.patch_status(RUNS.path(run.namespace, run.name), body, MERGE_PATCH)
+        self._remember(result)
+        return write_outcome(result, deadline)
+
+    def read(self, key: RunKey) -> ReadOutcome:
+        """The Run as the server stores it now (a consistent read), gone, or why the read failed."""
+        result = self._kube.get(RUNS.path(key.namespace, key.name))
+        self._remember(result)
         stored = result.value_or(None)
-        if stored is None:
-            error = result.failure()
-            return Failure(WriteFailure(classify(error), error))
-        return Success(Written(resource_version_of(stored), stored))
+        if stored is not None:
+            decoded = decode_run(stored).value_or(None)
+            return decoded if decoded is not None else Refused()
+        outcome = write_outcome(result, self._clock())
+        if isinstance(outcome, (Gone, Refused, Ambiguous)):
+            return outcome
+        return Refused()  # a 409 on a read: nothing learnt
+
+    def _remember(self, result: Result[JSONObject, ApiError]) -> None:
+        self.last_error = None if result.value_or(None) is not None else result.failure()
+

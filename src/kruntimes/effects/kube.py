@@ -52,12 +52,13 @@ ErrorKind: TypeAlias = Literal[
     "throttled",  # 429 (API priority and fairness); honour retry_after
     "timeout",  # 504 or reason Timeout / ServerTimeout
     "server",  # other 5xx
-    "transport",  # no HTTP answer: connection refused or reset, read timeout, TLS
+    "unreachable",  # the connection could not be made: the request never left
+    "transport",  # no HTTP answer after the request was sent: reset, read timeout, TLS
     "bad_response",  # an answer that is not the JSON we expected
 ]
 
 _RETRIABLE: Final[frozenset[ErrorKind]] = frozenset(
-    {"throttled", "timeout", "server", "transport", "bad_response"}
+    {"throttled", "timeout", "server", "unreachable", "transport", "bad_response"}
 )
 
 
@@ -155,7 +156,11 @@ def error_from_status(status: int, body: object, retry_after_header: str | None 
 
 
 def transport_error(problem: BaseException) -> ApiError:
-    return ApiError("transport", 0, "", f"{type(problem).__name__}: {problem}")
+    """No answer. ``unreachable`` when the connection was never made (the server cannot have
+    seen the request), else ``transport`` (it may have been received and applied)."""
+    never_sent = isinstance(problem, urllib3.exceptions.ConnectTimeoutError)  # NewConnectionError is one too
+    kind: ErrorKind = "unreachable" if never_sent else "transport"
+    return ApiError(kind, 0, "", f"{type(problem).__name__}: {problem}")
 
 
 # --- paths ------------------------------------------------------------------------------

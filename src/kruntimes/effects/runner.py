@@ -55,7 +55,8 @@ from kruntimes.effects.metrics import (
     SchedulerMetrics,
     serve,
 )
-from kruntimes.effects.scheduling import BackOff, CycleResult, Forget, RequeueAfter, SchedulingCycle
+from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
+from kruntimes.pure.step import BackOff, Forget, RequeueAfter
 from kruntimes.effects.workqueue import WorkQueue
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry

@@ -1,29 +1,30 @@
-"""One scheduling cycle for one dequeued Run key (SPEC §3), and what the queue does next.
+"""One scheduling cycle for one dequeued Run key: the pure step, carried out.
 
-The cycle reads the two atoms, plans with the pure core, performs at most one
-reservation swap and one status write, and returns a ``Next`` value saying how
-the key goes back to the queue; the worker loop (``runner``) applies it. So
-the cycle itself never touches the queue, and tests drive it key by key.
+Every decision is the pure step's (``kruntimes.pure.step``); this module only
+performs what the step returns, in order, and reports what happened:
 
-    observe   ledger ← observe(ledger, run); ledger ← sync(ledger, state, ns)
-    snapshot  take(state, ledger, key, now, config)          (ledger read before state)
-    plan      plan_cycle(snapshot, registry)  → cycle log record
-    Bind      ledger.swap_result(reserve(...))  — the single atomic swap
-              → Binder.write(bind status carrying the planned resourceVersion)
-              ok: keep the reservation (the informer's observation hands it off)
-              409: release, count a bind conflict, requeue · 404: release, drop
-              other: release, back off
-    Wait      write Pending only if it changed, FailedScheduling (deduplicated), requeue in 30 s
-    Fail/Cancel   terminal status write
-    Delay     requeue after the Run's retry back-off
-    Skip      awaiting bind observation → requeue in 1 s (its informer event comes sooner)
-    error     CycleError → selection_error, back off
+    plan      step.plan(state, ledger, key, now)            (ledger read before state)
+              → the cycle log record; rejection counts
+    decide    ledger.swap_with(step.decide(planned, latest state, ·))
+              — the single atomic swap: the reservation is granted against the
+              ledger value the swap hands it, or refused (a reserve conflict)
+    write     Binder.write(step.write)       only while this replica may write
+    settle    step.settle(step, outcome) → ledger change (keep, hold, release),
+              the Event, the metrics, the requeue
+    verify    an ambiguous bind past its deadline: Binder.read → step.confirm
+
+So the cycle never touches the queue: it returns a :class:`CycleResult` whose
+``next`` the worker loop (``runner``) applies, and tests drive it key by key.
+
+Leadership is checked before the reserve and again right before any write: a
+replica that lost its Lease while planning writes nothing and gives back the
+reservation it had just taken (``not_leader``; its queue is being shut down).
 
 Why the ledger is read before the cluster state: every reservation in a ledger
 was granted against a state at least as old as any state read after it, so the
-snapshot's ``sync`` never drops a live reservation just because the state it
-was given predates the Run it holds capacity for (the reserve step re-checks
-against the latest values anyway, so this is about not planning twice).
+step's ``sync`` never drops a live reservation just because the state it was
+given predates the Run it holds capacity for (the reserve re-checks against the
+latest values anyway, so this is about not planning twice).
 """
 
 from __future__ import annotations
@@ -33,91 +34,55 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Final, Literal, TypeAlias, assert_never
+from typing import Final
 
-from returns.pipeline import is_successful
-from returns.result import Failure, Result
+from returns.result import Result
 
 from kruntimes.effects.atom import Atom
-from kruntimes.effects.binder import Binder, WriteFailure
+from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
 from kruntimes.effects.metrics import SchedulerMetrics
-from kruntimes.pure.state.cluster import ClusterState
-from kruntimes.pure.readers.cyclelog import CycleRecord
+from kruntimes.pure import step as steps
 from kruntimes.pure.framework.registry import Registry
-from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.ledger import Ledger
+from kruntimes.pure.model.objects import RunKey, SchedulerConfig
+from kruntimes.pure.model.plan import Bind, CycleError, Plan, Wait
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from kruntimes.pure.ledger import Ledger, ReserveConflict, observe, release, reserve, sync
-from kruntimes.pure.model.messages import REASON_INVALID_AFFINITY
-from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig
-from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait
-from kruntimes.pure.snapshot import take
-from kruntimes.pure.status import status_for
+from kruntimes.pure.readers.cyclelog import CycleRecord
+from kruntimes.pure.state.cluster import ClusterState
+from kruntimes.pure.step import Ambiguous, EventNote, Forget, Next, Outcome, Settled, Step, Written
 
 log = logging.getLogger(__name__)
 
-AWAIT_BIND_REQUEUE: Final = 1.0
-"""A Run whose bind succeeded but is not observed yet is looked at again after 1 s; the
-informer's event for the bind normally wakes (or ends) it much sooner."""
-
-# --- what the queue does with the key next ----------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Forget:
-    """Done with the key: reset its back-off and do not requeue (a new event will add it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RequeueAfter:
-    """Queue the key again after ``seconds`` (0: at once); resets its back-off."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class BackOff:
-    """Queue the key after its per-key exponential back-off, but not sooner than ``at_least``."""
-
-    at_least: float = 0.0
-
-
-Next: TypeAlias = Forget | RequeueAfter | BackOff
-
-
-@dataclass(frozen=True, slots=True)
-class AffinityChanged:
-    """Reserve refused: re-planned against the latest ledger, the chosen pod no longer
-    satisfies the Run's required (anti-)affinity (another worker's reservation changed it)."""
-
-    reason: Literal["AffinityChanged"] = "AffinityChanged"
-    message: str = "the run's required affinity no longer holds on the chosen runtime pod"
-
-Outcome: TypeAlias = Literal[
-    "scheduled",
-    "waiting",
-    "terminal",
-    "delayed",
-    "skipped",
-    "reserve_conflict",
-    "bind_conflict",
-    "gone",
-    "write_failed",
-    "cycle_error",
-    "not_leader",
-]
+NOT_LEADER: Final = Settled("not_leader", Forget())
 
 
 @dataclass(frozen=True, slots=True)
 class CycleResult:
-    """What one cycle did (for the worker's logs and for tests)."""
+    """What one cycle did, for the worker loop (``next``), its logs and tests."""
 
     key: RunKey
-    outcome: Outcome
-    next: Next
-    plan: Result[Plan, CycleError] | None = None
-    pod: str = ""
+    settled: Settled
+    step: Step | None = None
+    """``None`` only when the cycle stopped before planning (never today; kept for hooks)."""
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.settled.outcome
+
+    @property
+    def next(self) -> Next:
+        return self.settled.next
+
+    @property
+    def plan(self) -> Result[Plan, CycleError] | None:
+        return None if self.step is None else self.step.plan
+
+    @property
+    def pod(self) -> str:
+        write = None if self.step is None else self.step.write
+        return write.patch.assigned_pod if write is not None and write.purpose == "bind" else ""
 
 
 def _utcnow() -> datetime:
@@ -125,8 +90,8 @@ def _utcnow() -> datetime:
 
 
 class SchedulingCycle:
-    """Runs SPEC §3 for one key against the two atoms. Safe to call from N threads at once
-    for *different* keys (the work queue never hands one key to two workers)."""
+    """Carries out the pure step for one key against the two atoms. Safe to call from N
+    threads at once for *different* keys (the work queue never hands one key to two workers)."""
 
     def __init__(
         self,
@@ -165,153 +130,109 @@ class SchedulingCycle:
         finally:
             self._metrics.observe_sync_duration(self._timer() - started)
 
-    # --- the steps ---
-
     def _cycle(self, key: RunKey) -> CycleResult:
-        current = self._state.get().run(key)
-        if current is not None:  # SPEC §3.1
-            seen = current
-            self._ledger.swap(lambda ledger: observe(ledger, seen))
-        self._ledger.swap(lambda ledger: sync(ledger, self._state.get(), key.namespace))
         ledger = self._ledger.get()
-        state = self._state.get()
-        now = self._now()
-        snapshot = take(state, ledger, key, now, self._config)
-        planned = plan_cycle(snapshot, self._registry)
+        planned = steps.plan(self._state.get(), ledger, key, self._now(), self._config, self._registry)
         if self._cycle_log is not None:
-            self._cycle_log.write(CycleRecord(snapshot, self._weights, planned, self._filters))
-        if not is_successful(planned):
-            error = planned.failure()
-            self._metrics.count_sync("selection_error")
-            log.error("scheduling cycle failed", extra={"run": str(key), "reason": error.reason, "error": error.message})
-            return CycleResult(key, "cycle_error", BackOff(), planned)
-        plan = planned.unwrap()
-        run = snapshot.run
-        if run is None or isinstance(plan, Skip):
-            return self._skip(key, plan, planned)
-        if isinstance(plan, Bind):
-            return self._bind(key, run, plan, planned, now)
-        if isinstance(plan, Wait):
-            return self._wait(key, run, plan, planned, now)
-        if isinstance(plan, (Fail, Cancel)):
-            return self._terminal(key, run, plan, planned, now)
-        if isinstance(plan, Delay):
-            return CycleResult(key, "delayed", RequeueAfter(max(plan.seconds, 0.0)), planned)
-        assert_never(plan)
-
-    def _skip(self, key: RunKey, plan: Plan, planned: Result[Plan, CycleError]) -> CycleResult:
-        if isinstance(plan, Skip) and plan.why == "awaiting bind observation":
-            return CycleResult(key, "skipped", RequeueAfter(AWAIT_BIND_REQUEUE), planned)
-        return CycleResult(key, "skipped", Forget(), planned)
-
-    def _bind(self, key: RunKey, run: Run, plan: Bind, planned: Result[Plan, CycleError], now: datetime) -> CycleResult:
-        self._metrics.count_rejections(plan.rejections)
+            self._cycle_log.write(CycleRecord(planned.snapshot, self._weights, planned.planned, self._filters))
+        decided = planned.planned.value_or(None)
+        if isinstance(decided, (Bind, Wait)):
+            self._metrics.count_rejections(decided.rejections)
+        if isinstance(decided, Bind) and not self._may_write():
+            return self._finish(key, None, NOT_LEADER)
+        step = self._ledger.swap_with(lambda latest: _pair(steps.decide(planned, self._state.get(), latest, self._registry)))
+        if step.verify is not None:
+            return self._verify(step, step.verify)
+        write = step.write
+        if write is None:
+            if step.settled.event is not None and not self._may_write():
+                return self._finish(key, step, NOT_LEADER)
+            return self._finish(key, step, step.settled)
         if not self._may_write():
-            return CycleResult(key, "not_leader", Forget(), planned)
-        reserved = self._ledger.swap_result(lambda ledger: self._reserve(ledger, key, run, plan, now))
-        if not is_successful(reserved):
-            conflict = reserved.failure()
-            self._metrics.count_conflict("reserve")
-            log.info(
-                "reservation lost; planning again",
-                extra={"run": str(key), "pod": plan.pod, "reason": conflict.reason},
-            )
-            return CycleResult(key, "reserve_conflict", RequeueAfter(0.0), planned, plan.pod)
-        patch = status_for(plan, run, now)
-        assert patch is not None  # a Bind always writes
+            if write.purpose == "bind":
+                self._change(steps.Release(write.run.namespace, write.run.uid))
+            return self._finish(key, step, NOT_LEADER)
         try:
-            written = self._binder.write(run, patch) if self._may_write() else None
+            outcome = self._binder.write(write)
+        except Exception:
+            # Whether the request left is unknown: treated as the outcome that could do harm.
+            log.exception("status write raised; treating its outcome as unknown", extra={"run": str(key)})
+            outcome = Ambiguous(self._binder.deadline())
         except BaseException:
-            self._release(run)
+            self._change(steps.settle(step, Ambiguous(self._binder.deadline()))[1])
             raise
-        if written is None:
-            self._release(run)
-            return CycleResult(key, "not_leader", Forget(), planned, plan.pod)
-        if is_successful(written):
-            self._metrics.count_sync("scheduled")
-            if run.creation_timestamp is not None:
-                self._metrics.observe_queue_duration((now - run.creation_timestamp).total_seconds())
-            if self._events is not None:
-                self._events.scheduled(run, plan.pod)
-            log.debug("bound run", extra={"run": str(key), "pod": plan.pod})  # one per bind: metrics and Events count them
-            return CycleResult(key, "scheduled", Forget(), planned, plan.pod)
-        self._release(run)
-        failure = written.failure()
-        if failure.kind == "conflict":
-            self._metrics.count_conflict("bind")
-            log.info("bind conflict; planning again", extra={"run": str(key), "pod": plan.pod})
-            return CycleResult(key, "bind_conflict", BackOff(), planned, plan.pod)
-        return self._write_failed(key, failure, planned, "bind", plan.pod)
+        settled, change = steps.settle(step, outcome)
+        self._change(change)
+        if isinstance(outcome, Written) and write.purpose == "bind" and write.run.creation_timestamp is not None:
+            self._metrics.observe_queue_duration((step.snapshot.now - write.run.creation_timestamp).total_seconds())
+        return self._finish(key, step, settled)
 
-    def _reserve(
-        self, ledger: Ledger, key: RunKey, run: Run, plan: Bind, now: datetime
-    ) -> Result[Ledger, ReserveConflict | AffinityChanged]:
-        """The function swapped into the ledger atom: pure in ``ledger`` and the latest state.
-
-        ``ledger.reserve`` re-checks capacity and the pod; a Run with *required*
-        (anti-)affinity also re-plans against the same ledger value, so two
-        workers cannot both seed a cohort on different pods, or put two
-        mutually anti-affine Runs on one pod, from snapshots that did not see
-        each other's reservation: the second compare-and-swap sees the first.
-        """
-        latest = self._state.get()
-        affinity = run.affinity
-        if affinity.required or affinity.anti_required:
-            again = plan_cycle(take(latest, ledger, key, now, self._config), self._registry)
-            replanned = again.value_or(None)
-            if not isinstance(replanned, Bind) or plan.pod not in replanned.ranking:
-                return Failure(AffinityChanged())
-        return reserve(ledger, latest, run, plan.pod, plan.pod_uid, now, self._config)
-
-    def _release(self, run: Run) -> None:
-        self._ledger.swap(lambda ledger: release(ledger, run.namespace, run.uid))
-
-    def _wait(self, key: RunKey, run: Run, plan: Wait, planned: Result[Plan, CycleError], now: datetime) -> CycleResult:
-        self._metrics.count_sync("no_pods")
-        self._metrics.count_no_pods()
-        self._metrics.count_rejections(plan.rejections)
+    def _verify(self, step: Step, check: steps.Verify) -> CycleResult:
+        """An ambiguous bind's deadline passed: one read decides whether its reservation goes."""
         if not self._may_write():
-            return CycleResult(key, "not_leader", Forget(), planned)
-        patch = status_for(plan, run, now)
-        if patch is not None:
-            written = self._binder.write(run, patch)
-            if not is_successful(written):
-                return self._write_failed(key, written.failure(), planned, "wait")
-        if self._events is not None:
-            self._events.failed_scheduling(run, plan.message)
-        log.debug("run waits", extra={"run": str(key), "wait_message": plan.message})
-        return CycleResult(key, "waiting", RequeueAfter(plan.requeue_after), planned)
+            return self._finish(step.key, step, NOT_LEADER)
+        settled, change = steps.confirm(check, self._binder.read(check.key))
+        self._change(change)
+        return self._finish(step.key, step, settled)
 
-    def _terminal(
-        self, key: RunKey, run: Run, plan: Fail | Cancel, planned: Result[Plan, CycleError], now: datetime
-    ) -> CycleResult:
-        if isinstance(plan, Fail) and plan.reason == REASON_INVALID_AFFINITY:
-            # SPEC §11: upstream's selection-failure path; it is counted as one.
-            self._metrics.count_sync("selection_error")
-        if not self._may_write():
-            return CycleResult(key, "not_leader", Forget(), planned)
-        patch = status_for(plan, run, now)
-        assert patch is not None
-        written = self._binder.write(run, patch)
-        if not is_successful(written):
-            return self._write_failed(key, written.failure(), planned, "terminal")
-        if self._events is not None:
-            self._events.deduplicated(run, "Normal" if isinstance(plan, Cancel) else "Warning", plan.reason, plan.message)
-        log.info("run finished by the scheduler", extra={"run": str(key), "reason": plan.reason})
-        return CycleResult(key, "terminal", Forget(), planned)
+    def _change(self, change: steps.LedgerChange) -> None:
+        if not isinstance(change, steps.Keep):
+            self._ledger.swap(lambda ledger: steps.apply(ledger, change))
 
-    def _write_failed(
-        self, key: RunKey, failure: WriteFailure, planned: Result[Plan, CycleError], what: str, pod: str = ""
-    ) -> CycleResult:
-        fields = {"run": str(key), "write": what, "error": str(failure.error)}
-        if failure.kind == "not_found":
-            log.info("run gone before its status was written", extra=fields)
-            return CycleResult(key, "gone", Forget(), planned, pod)
-        if failure.kind == "conflict":
-            log.info("status write conflict; planning again", extra=fields)
-            return CycleResult(key, "write_failed", BackOff(), planned, pod)
-        if failure.kind == "permanent":
+    def _finish(self, key: RunKey, step: Step | None, settled: Settled) -> CycleResult:
+        """Count, record and log what the step came to."""
+        metrics = self._metrics
+        if settled.sync is not None:
+            metrics.count_sync(settled.sync)
+            if settled.sync == "no_pods":
+                metrics.count_no_pods()
+        if settled.conflict is not None:
+            metrics.count_conflict(settled.conflict)
+        if settled.event is not None and step is not None:
+            self._record(step, settled.event)
+        _log(key, step, settled, self._binder)
+        return CycleResult(key, settled, step)
+
+    def _record(self, step: Step, note: EventNote) -> None:
+        events, run, write = self._events, step.snapshot.run, step.write
+        if events is None or run is None:
+            return
+        if note.reason == steps.REASON_SCHEDULED and write is not None:
+            events.scheduled(run, write.patch.assigned_pod)
+        else:
+            events.deduplicated(run, note.type, note.reason, note.message)
+
+
+def _pair(step: Step) -> tuple[Ledger, Step]:
+    return step.ledger, step
+
+
+def _log(key: RunKey, step: Step | None, settled: Settled, binder: Binder) -> None:
+    outcome = settled.outcome
+    fields: dict[str, object] = {"run": str(key)}
+    if settled.why:
+        fields["reason"] = settled.why
+    if outcome in ("write_failed", "bind_uncertain", "gone") and binder.last_error is not None:
+        fields["error"] = str(binder.last_error)
+    if outcome == "cycle_error" and step is not None:
+        error = step.plan.failure()
+        log.error("scheduling cycle failed", extra={**fields, "error": error.message})
+    elif outcome == "reserve_conflict":
+        log.info("reservation lost; planning again", extra=fields)
+    elif outcome == "bind_conflict":
+        log.info("bind conflict; planning again", extra=fields)
+    elif outcome == "bind_uncertain":
+        log.warning("bind outcome unknown; holding its reservation until it is known", extra=fields)
+    elif outcome == "released":
+        log.info("an unknown bind outcome was settled by a read", extra=fields)
+    elif outcome == "gone":
+        log.info("run gone before its status was written", extra=fields)
+    elif outcome == "write_failed":
+        if settled.why == "refused":
             log.error("status write refused; will retry with back-off", extra=fields)
         else:
             log.warning("status write failed; will retry with back-off", extra=fields)
-        return CycleResult(key, "write_failed", BackOff(failure.retry_after or 0.0), planned, pod)
+    elif outcome == "terminal":
+        log.info("run finished by the scheduler", extra=fields)
+    elif outcome == "scheduled":
+        log.debug("bound run", extra=fields)  # one per bind: metrics and Events count them

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from operator import attrgetter
 from types import MappingProxyType
@@ -206,6 +206,10 @@ class Ledger:
     _by_namespace: PDict[str, PDict[str, Reservation]]
     _books: PDict[str, NamespaceBook] | None = field(default=None, compare=False, repr=False)
     """namespace -> its book; derived from ``_by_namespace`` when not given."""
+    _holds: PDict[tuple[str, str], datetime] = field(default_factory=empty)
+    """``(namespace, run uid) -> deadline`` for reservations whose bind had an ambiguous outcome
+    (the write may have landed): such a reservation is kept until the informer shows the Run at
+    a newer resourceVersion, or a read after the deadline shows it unchanged (SPEC §6)."""
 
     def __post_init__(self) -> None:
         if self._books is None:
@@ -225,6 +229,12 @@ class Ledger:
         """The namespace's reservations, by run uid (independent of hash order)."""
         book = self.book(namespace)
         return () if book is None else book.ordered
+
+    def held_until(self, namespace: str, uid: str) -> datetime | None:
+        """When a reservation whose bind outcome is unknown may be checked by a read; ``None``
+        when the reservation is not held that way (or there is none)."""
+        holds = self._holds
+        return holds.get((namespace, uid)) if holds else None
 
     def namespaces(self) -> tuple[str, ...]:
         """Namespaces holding at least one reservation, sorted."""
@@ -271,22 +281,32 @@ def _conflict(reason: ReserveConflictReason) -> Result[Ledger, ReserveConflict]:
     return Failure(ReserveConflict(_CONFLICTS[reason], reason))
 
 
-def _with_book(ledger: Ledger, namespace: str, book: NamespaceBook | None) -> Ledger:
-    """Replace one namespace's book; an empty one is dropped so equal ledgers compare equal."""
+def _with_book(
+    ledger: Ledger, namespace: str, book: NamespaceBook | None, dropped: Iterable[str] = ()
+) -> Ledger:
+    """Replace one namespace's book (``dropped``: the run uids it no longer holds); an empty
+    one is dropped so equal ledgers compare equal."""
     books = ledger._books
     assert books is not None
+    holds = ledger._holds
+    if holds:
+        for uid in dropped:
+            holds = holds.discard((namespace, uid))
     if book is not None:
-        return Ledger(ledger._by_namespace.set(namespace, book.reservations), books.set(namespace, book))
-    return Ledger(ledger._by_namespace.discard(namespace), books.discard(namespace))
+        return Ledger(ledger._by_namespace.set(namespace, book.reservations), books.set(namespace, book), holds)
+    return Ledger(ledger._by_namespace.discard(namespace), books.discard(namespace), holds)
 
 
 def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
     """Drop the namespace's reservations the cluster state has overtaken (SPEC §6).
 
     A reservation goes when its Run is absent from the namespace, not Pending,
-    assigned, renamed, or observed at any resourceVersion other than the one
-    the cycle planned from (a newer Pending version was written after our bind,
-    e.g. a reset for retry). Other namespaces are never touched.
+    renamed, or observed at any resourceVersion other than the one the cycle
+    planned from (a newer version was written after our bind: the bind itself,
+    or e.g. a reset for retry). A stale ``assignedPod`` on a Pending Run at the
+    planned-from version is not an assignment (a retry reset can leave one; our
+    bind overwrites it), so it does not end the reservation. Other namespaces
+    are never touched.
     """
     book = ledger.book(namespace)
     if book is None:
@@ -298,24 +318,27 @@ def sync(ledger: Ledger, state: ClusterState, namespace: str) -> Ledger:
             continue  # the very Run object reserve checked, so still unobserved
         uid = reservation.run_uid
         run = run_by_uid(namespace, uid)
-        # SPEC §6, "still unobserved": the state shows the Run exactly as the cycle planned from it
-        if (
-            run is None
-            or run.resource_version != reservation.resource_version
-            or run.name != reservation.run_name
-            or run.status.assigned_pod
-            or not run.status.pending
-        ):
+        if run is None or not _unobserved(reservation, run):
             stale.append(uid)
     if not stale:
         return ledger
-    return _with_book(ledger, namespace, book.without(stale))
+    return _with_book(ledger, namespace, book.without(stale), stale)
+
+
+def _unobserved(reservation: Reservation, run: Run) -> bool:
+    """SPEC §6, "still unobserved": the state shows the Run exactly as the cycle planned from it."""
+    return (
+        run.resource_version == reservation.resource_version
+        and run.name == reservation.run_name
+        and run.status.pending
+    )
 
 
 def observe(ledger: Ledger, run: Run) -> Ledger:
-    """SPEC §3.1: drop this Run's reservation once it shows an assignment or left Pending."""
+    """SPEC §3.1: drop this Run's reservation once the Run is seen written after the version
+    the bind was planned from (assigned, left Pending, or reset), as ``sync`` would."""
     reservation = ledger.get(run.namespace, run.uid)
-    if reservation is None or (run.status.pending and not run.status.assigned_pod):
+    if reservation is None or _unobserved(reservation, run):
         return ledger
     return release(ledger, run.namespace, run.uid)
 
@@ -325,7 +348,15 @@ def release(ledger: Ledger, namespace: str, uid: str) -> Ledger:
     book = ledger.book(namespace)
     if book is None or uid not in book.reservations:
         return ledger
-    return _with_book(ledger, namespace, book.without((uid,)))
+    return _with_book(ledger, namespace, book.without((uid,)), (uid,))
+
+
+def hold(ledger: Ledger, namespace: str, uid: str, until: datetime) -> Ledger:
+    """Keep the Run's reservation through an ambiguous bind outcome, to be checked by a read
+    at ``until`` (SPEC §6); the same ledger when there is no such reservation."""
+    if ledger.get(namespace, uid) is None:
+        return ledger
+    return replace(ledger, _holds=ledger._holds.set((namespace, uid), until))
 
 
 def reserved_usage(ledger: Ledger, namespace: str, pod: str) -> Resources:
@@ -364,26 +395,23 @@ def reserve(
 ) -> Result[Ledger, ReserveConflict]:
     """One compare-and-swap step against the *latest* state and ledger (SPEC §6).
 
-    Syncs the Run's namespace, then grants only if the Run is still Pending and
-    unassigned at the version planned from (``run.resource_version``), holds no
+    ``ledger`` is synced for the Run's namespace (the step syncs it against
+    ``state`` first; an unsynced one only errs on the safe side: an overtaken
+    reservation still counts). Grants only if the Run is still Pending at
+    the version planned from (``run.resource_version``; a stale ``assignedPod``
+    does not count, SPEC §1), holds no
     reservation yet, and the pod still exists with ``pod_uid``, is available at
     ``now`` and fits actual usage + every reservation on it + the Run's
     requests. Re-checking here, not trusting the snapshot, is what keeps two
     workers from overcommitting one pod.
     """
     namespace = run.namespace
-    synced = sync(ledger, state, namespace)
-    if synced.get(namespace, run.uid) is not None:
+    if ledger.get(namespace, run.uid) is not None:
         return _conflict("AlreadyReserved")
-    if not run.status.pending or run.status.assigned_pod:
+    if not run.status.pending:
         return _conflict("RunChanged")
     latest = state.run_by_uid(namespace, run.uid)
-    if latest is None or (
-        latest.name != run.name
-        or latest.resource_version != run.resource_version
-        or not latest.status.pending
-        or latest.status.assigned_pod
-    ):
+    if latest is None or latest.name != run.name or latest.resource_version != run.resource_version or not latest.status.pending:
         return _conflict("RunChanged")
     target = state.pod(namespace, pod)
     if target is None or target.runtime != run.runtime:
@@ -393,7 +421,7 @@ def reserve(
     if not target.available(now, config.stale_after()):
         return _conflict("PodUnavailable")
     actual = state.usage(namespace, pod)
-    usage = add(actual, reserved_usage(synced, namespace, pod))
+    usage = add(actual, reserved_usage(ledger, namespace, pod))
     if not fits(target.capacity, usage, run.requests):
         return _conflict("NoRoom")
     reservation = Reservation(
@@ -406,8 +434,8 @@ def reserve(
         requests=run.requests,
         labels=run.labels,
     )
-    book = synced.book(namespace) or _EMPTY_BOOK
-    return Success(_with_book(synced, namespace, book.with_reservation(reservation, latest, target, actual)))
+    book = ledger.book(namespace) or _EMPTY_BOOK
+    return Success(_with_book(ledger, namespace, book.with_reservation(reservation, latest, target, actual)))
 
 
 _EMPTY_BOOK: Final = NamespaceBook(empty(), (), empty(), empty())

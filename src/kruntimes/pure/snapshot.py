@@ -19,7 +19,7 @@ from typing import Final, final
 
 from kruntimes.pure.persistent.lazy import LazyTuple
 from kruntimes.pure.state.cluster import ClusterState, OnPods
-from kruntimes.pure.ledger import Ledger, NamespaceBook, sync
+from kruntimes.pure.ledger import Ledger, NamespaceBook
 from kruntimes.pure.model.objects import (
     AffinityTerm,
     LabelSelector,
@@ -62,24 +62,22 @@ def take(
     (a cycle log, ``explain``). ``every_target=True`` keeps every matching
     target (``explain`` counts them per pod); the plan is the same.
 
-    The ledger's view of the namespace is synced first (SPEC §6), so overtaken
-    reservations neither hold capacity nor count as targets here; the synced
-    ledger itself is not returned — the caller swaps ``ledger.sync`` into its
-    atom. A Run that is absent, not Pending or has no runtime gets no pods:
-    the cycle ends before it would look at them.
+    ``ledger`` is read as given: the step (``kruntimes.pure.step.plan``) syncs
+    the namespace first (SPEC §6), so that overtaken reservations neither hold
+    capacity nor count as targets. A Run that is absent, not Pending or has no
+    runtime gets no pods: the cycle ends before it would look at them.
 
     The candidate slots come ready-made from the state (sorted by name, actual
     usage included); only the pods holding reservations get another slot, which
     the ledger usually has ready too (see :func:`_pod_slots`).
     """
     run = state.run(key)
-    synced = sync(ledger, state, key.namespace)
-    reservation = None if run is None else synced.get(key.namespace, run.uid)
+    reservation = None if run is None else ledger.get(key.namespace, run.uid)
     if run is None or not run.status.pending or not run.runtime:
         return Snapshot(key, run, (), (), None, reservation, now, config)
-    pods = _pod_slots(state, synced.book(key.namespace), key.namespace, run.runtime)
+    pods = _pod_slots(state, ledger.book(key.namespace), key.namespace, run.runtime)
     workspace = None if run.workspace is None else state.workspace(key.namespace, run.workspace.name)
-    targets, hosts = _targets(state, synced, run, every_target)
+    targets, hosts = _targets(state, ledger, run, every_target)
     return Snapshot(
         key=key,
         run=run,
@@ -136,7 +134,7 @@ def _targets(
     :func:`take`), and per selector the pods hosting one.
 
     One entry per run uid. The ledger is synced (:func:`take`), so no reservation's
-    Run is observed as assigned, hence none is also an active target. The Run's own
+    Run is observed as active, hence none is also an active target. The Run's own
     reservation is never a target (it would seed its own affinity). The hosting
     pods are the keys of the state's per-pod index; the targets themselves are
     gathered and ordered only when read.
