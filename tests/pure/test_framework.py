@@ -10,7 +10,15 @@ import pytest
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PodFilter, PodScorer, ScorePlugin, keep_scores, normalize_to_max
+from kruntimes.pure.framework.interface import (
+    FilterPlugin,
+    PendingMessage,
+    PodFilter,
+    PodScorer,
+    ScorePlugin,
+    keep_scores,
+    normalize_to_max,
+)
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, RegistryError, Registry
 from kruntimes.pure.planner import plan_cycle, retry_backoff
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -22,13 +30,13 @@ from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from tests.pure.builders import decoded_run
 from tests.pure.planning_world import plan, rejections_map, slot, snapshot
 
-# --- a custom filter and a custom score plugin, written as the README shows --------------------
+# --- a custom filter and a custom score plugin, shaped as the README shows --------------------
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class AvoidDraining:
-    """Reject pods whose name says they are draining (a toy hard predicate)."""
+    """Reject pods whose name says they are draining (a toy hard predicate); it claims no Pending message."""
 
     name: ClassVar[str] = "AvoidDraining"
     reasons: ClassVar[frozenset[str]] = frozenset({"PodDraining"})
@@ -38,6 +46,12 @@ class AvoidDraining:
             return "PodDraining" if slot.pod.name.startswith("draining-") else None
 
         return Success(pod_filter)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return "the pod is draining"
 
 
 @final
@@ -118,6 +132,12 @@ def test_registry_refuses_a_name_used_by_the_other_kind() -> None:
 
         def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
             return Success(None)
+
+        def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+            return None
+
+        def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+            return reason
 
     assert DEFAULT_REGISTRY.register_filter("LeastLoaded", Clash).failure().reason == "DuplicatePlugin"
 
@@ -230,6 +250,12 @@ class Broken:
         if self.fail_prepare:
             return Failure(CycleError("PluginError", "Broken could not prepare"))
         return Success(lambda slot: "Undeclared")
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return reason
 
 
 def test_a_prefilter_failure_aborts_the_cycle() -> None:
