@@ -7,7 +7,9 @@ from pathlib import Path
 
 from returns.result import Success
 
-from kruntimes.pure import Bind
+from kruntimes.pure import Bind, Registry, Wait
+from kruntimes.pure.explain import explain
+from kruntimes.pure.planner import plan_cycle
 from tests.pure.builders import decoded_run
 from tests.pure.planning_world import slot, snapshot
 
@@ -34,3 +36,18 @@ def test_readme_plugin_example_registers_and_steers_the_plan() -> None:
     assert plan.pod == "c"
     assert plan.scores[0].by_plugin[-1] == ("PreferShortNames", 100)
     assert dict(((p, r), n) for p, r, n in plan.rejections) == {("AvoidDraining", "PodDraining"): 1}
+
+
+def test_readme_plugin_example_claims_the_pending_message_and_explains_its_rejections() -> None:
+    (example,) = python_blocks()
+    namespace: dict[str, object] = {"snapshot": snapshot(decoded_run("r"), [slot("c")])}
+    exec(compile(example, str(README), "exec"), namespace)
+    registry = namespace["registry"]
+    assert isinstance(registry, Registry)
+    world = snapshot(decoded_run("r"), [slot("draining-a"), slot("b", ready=False)])
+    assert plan_cycle(world, registry).unwrap() == Wait(
+        'waiting for runtime pods that are not draining for runtime "python"',
+        (("RuntimePodAvailability", "RuntimePodUnavailable", 1), ("AvoidDraining", "PodDraining", 1)),
+    )
+    verdicts = {v.pod: (v.plugin, v.detail) for v in explain(world, registry).verdicts}
+    assert verdicts["draining-a"] == ("AvoidDraining", "pod is draining")

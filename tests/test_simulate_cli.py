@@ -18,10 +18,10 @@ from returns.result import Result, Success
 from kruntimes.cli import main
 from kruntimes.commands.simulate import outcome_json, parse_documents
 from kruntimes.pure.readers.kube import decode_run
-from kruntimes.pure.framework.interface import PodFilter, PodScorer
+from kruntimes.pure.framework.interface import PendingMessage, PodFilter, PodScorer
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from kruntimes.pure.model.objects import Run, Snapshot
+from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.plugins.least_loaded import LeastLoaded
 from kruntimes.pure.readers.scenario import decode_scenario
@@ -403,6 +403,12 @@ class _PassAll:
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         return Success(None)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return reason
 
 
 def _scenario(objects: list[Json]) -> Json:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from kubernetes.client import Configuration
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from kruntimes.effects.kube import Kube
 from kruntimes.effects.metrics import MetricsServer, Probes, SchedulerMetrics, serve
+from kruntimes.effects.runner import Scheduler
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from tests.pure.example_plugin import WITH_AVOID_DRAINING
 
 SPEC_METRICS = {
     "kruntimes_scheduler_sync": ("counter", {("result",)}),
@@ -71,13 +77,73 @@ def test_counts_and_observations_land_on_the_right_series() -> None:
     assert metrics.value("kruntimes_scheduler_filter_rejections_total", labels) == 4
 
 
-def test_an_unknown_plugin_or_reason_is_counted_as_other_never_as_a_new_label_value() -> None:
+def rejection_series(metrics: SchedulerMetrics) -> dict[tuple[str, str], float]:
+    """Every ``filter_rejections_total`` sample in the registry, as a scrape would show it."""
+    return {
+        (sample.labels["plugin"], sample.labels["reason"]): sample.value
+        for family in metrics.registry.collect()
+        if family.name == "kruntimes_scheduler_filter_rejections"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+
+
+DEFAULT_PAIRS = {
+    ("RuntimePodAvailability", "RuntimePodUnavailable"),
+    ("RunAffinity", "UnsatisfiedRunAffinity"),
+    ("RunAffinity", "UnsatisfiedRunAntiAffinity"),
+    ("WorkspacePlacement", "WorkspacePlacement"),
+    ("WorkspacePlacement", "WorkspaceUnavailable"),
+}
+
+
+def test_the_rejection_series_are_exactly_the_default_plugins_declared_pairs_at_zero() -> None:
+    assert rejection_series(SchedulerMetrics()) == {pair: 0.0 for pair in DEFAULT_PAIRS}
+    assert rejection_series(SchedulerMetrics(DEFAULT_REGISTRY)) == {pair: 0.0 for pair in DEFAULT_PAIRS}
+
+
+def test_a_registered_plugins_reason_is_a_rejection_series_from_start_up() -> None:
+    metrics = SchedulerMetrics(WITH_AVOID_DRAINING)
+    assert rejection_series(metrics) == {pair: 0.0 for pair in DEFAULT_PAIRS | {("AvoidDraining", "PodDraining")}}
+    assert 'kruntimes_scheduler_filter_rejections_total{plugin="AvoidDraining",reason="PodDraining"} 0.0' in scrape_text(
+        metrics
+    )
+    metrics.count_rejections((("AvoidDraining", "PodDraining", 3), ("RuntimePodAvailability", "RuntimePodUnavailable", 1)))
+    assert metrics.value("kruntimes_scheduler_filter_rejections_total", {"plugin": "AvoidDraining", "reason": "PodDraining"}) == 3
+    assert metrics.undeclared_rejections == 0
+
+
+def test_a_scheduler_counts_rejections_under_the_labels_of_the_registry_it_runs() -> None:
+    kube = Kube(Configuration(host="http://127.0.0.1:9"))  # the schedulers are built, never started: no request
+    try:
+        extended = Scheduler(kube, registry=WITH_AVOID_DRAINING).metrics
+        default = Scheduler(kube).metrics
+    finally:
+        kube.close()
+    assert set(rejection_series(extended)) == DEFAULT_PAIRS | {("AvoidDraining", "PodDraining")}
+    assert set(rejection_series(default)) == DEFAULT_PAIRS
+
+
+def test_a_rejection_outside_the_declared_pairs_is_logged_and_set_aside_never_a_label(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     metrics = SchedulerMetrics()
-    metrics.count_rejections((("SomeNewPlugin", "runtime-gpu-a", 2), ("RunAffinity", "pod-xyz", 1)))
-    assert metrics.value("kruntimes_scheduler_filter_rejections_total", {"plugin": "other", "reason": "other"}) == 2
-    assert metrics.value("kruntimes_scheduler_filter_rejections_total", {"plugin": "RunAffinity", "reason": "other"}) == 1
-    assert "runtime-gpu-a" not in scrape_text(metrics)
-    assert "pod-xyz" not in scrape_text(metrics)
+    with caplog.at_level(logging.ERROR, logger="kruntimes.effects.metrics"):
+        metrics.count_rejections(
+            (
+                ("AvoidDraining", "PodDraining", 2),  # a plugin this registry does not hold
+                ("RunAffinity", "pod-xyz", 1),  # a reason its plugin did not declare
+                ("RunAffinity", "UnsatisfiedRunAffinity", 4),
+            )
+        )
+    assert metrics.undeclared_rejections == 3
+    assert rejection_series(metrics) == {
+        pair: (4.0 if pair == ("RunAffinity", "UnsatisfiedRunAffinity") else 0.0) for pair in DEFAULT_PAIRS
+    }
+    text = scrape_text(metrics)
+    assert "AvoidDraining" not in text and "pod-xyz" not in text and 'plugin="other"' not in text
+    logged = [(r.levelno, getattr(r, "plugin", None), getattr(r, "reason", None)) for r in caplog.records]
+    assert logged == [(logging.ERROR, "AvoidDraining", "PodDraining"), (logging.ERROR, "RunAffinity", "pod-xyz")]
 
 
 def test_two_instances_do_not_clash_and_leave_the_global_registry_alone() -> None:

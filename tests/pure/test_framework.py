@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar, final
@@ -10,7 +11,15 @@ import pytest
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PodFilter, PodScorer, ScorePlugin, keep_scores, normalize_to_max
+from kruntimes.pure.framework.interface import (
+    FilterPlugin,
+    PendingMessage,
+    PodFilter,
+    PodScorer,
+    ScorePlugin,
+    keep_scores,
+    normalize_to_max,
+)
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, RegistryError, Registry
 from kruntimes.pure.planner import plan_cycle, retry_backoff
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -22,13 +31,13 @@ from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from tests.pure.builders import decoded_run
 from tests.pure.planning_world import plan, rejections_map, slot, snapshot
 
-# --- a custom filter and a custom score plugin, written as the README shows --------------------
+# --- a custom filter and a custom score plugin, shaped as the README shows --------------------
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class AvoidDraining:
-    """Reject pods whose name says they are draining (a toy hard predicate)."""
+    """Reject pods whose name says they are draining (a toy hard predicate); it claims no Pending message."""
 
     name: ClassVar[str] = "AvoidDraining"
     reasons: ClassVar[frozenset[str]] = frozenset({"PodDraining"})
@@ -38,6 +47,12 @@ class AvoidDraining:
             return "PodDraining" if slot.pod.name.startswith("draining-") else None
 
         return Success(pod_filter)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return "the pod is draining"
 
 
 @final
@@ -118,6 +133,12 @@ def test_registry_refuses_a_name_used_by_the_other_kind() -> None:
 
         def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
             return Success(None)
+
+        def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+            return None
+
+        def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+            return reason
 
     assert DEFAULT_REGISTRY.register_filter("LeastLoaded", Clash).failure().reason == "DuplicatePlugin"
 
@@ -231,6 +252,12 @@ class Broken:
             return Failure(CycleError("PluginError", "Broken could not prepare"))
         return Success(lambda slot: "Undeclared")
 
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return reason
+
 
 def test_a_prefilter_failure_aborts_the_cycle() -> None:
     registry = DEFAULT_REGISTRY.register_filter("Broken", lambda: Broken(fail_prepare=True)).unwrap()
@@ -269,3 +296,76 @@ def test_plugins_are_not_consulted_before_the_precheck_rules() -> None:
 )
 def test_retry_backoff(attempt: int, backoff: str | None, expected: timedelta) -> None:
     assert retry_backoff(decoded_run("r", attempt=attempt, backoff=backoff)) == expected
+
+
+# --- the Pending message: claims by rank ----------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Claimer:
+    """Rejects pods whose name starts with its ``prefix``, for a reason per name; claims at ``rank``."""
+
+    name: str
+    rank: int
+    prefix: str
+
+    @property
+    def reasons(self) -> frozenset[str]:
+        return frozenset({f"{self.name}Odd", f"{self.name}Even"})
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        def pod_filter(slot: PodSlot) -> str | None:
+            if not slot.pod.name.startswith(self.prefix):
+                return None
+            return f"{self.name}Odd" if len(slot.pod.name) % 2 else f"{self.name}Even"
+
+        return Success(pod_filter)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return PendingMessage(self.rank, f"{self.name} waits ({','.join(sorted(reasons))})")
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return reason
+
+
+def claimers(*plugins: Claimer, base: Registry = EMPTY_REGISTRY) -> Registry:
+    registry = base
+    for plugin in plugins:
+        registry = registry.register_filter(plugin.name, _factory(plugin)).unwrap()
+    return registry
+
+
+def _factory(plugin: Claimer) -> Callable[[], FilterPlugin]:
+    return lambda: plugin
+
+
+def test_the_highest_ranked_claim_wins_and_is_asked_with_exactly_the_reasons_its_plugin_gave() -> None:
+    registry = claimers(Claimer("Low", 1, "x"), Claimer("High", 5, "y"))
+    result = plan(snapshot(decoded_run("r"), (slot("x1"), slot("y1"), slot("y22"))), registry)
+    assert isinstance(result, Wait)
+    assert result.message == "High waits (HighEven,HighOdd)"
+    result = plan(snapshot(decoded_run("r"), (slot("x1"), slot("y22"))), registry)
+    assert isinstance(result, Wait) and result.message == "High waits (HighOdd)"
+    result = plan(snapshot(decoded_run("r"), (slot("x1"), slot("x22"))), registry)
+    assert isinstance(result, Wait) and result.message == "Low waits (LowEven,LowOdd)"
+
+
+def test_among_equal_ranks_the_first_registered_filter_claims_the_message() -> None:
+    pods = (slot("x1"), slot("y1"))
+    first = plan(snapshot(decoded_run("r"), pods), claimers(Claimer("A", 3, "x"), Claimer("B", 3, "y")))
+    second = plan(snapshot(decoded_run("r"), pods), claimers(Claimer("B", 3, "y"), Claimer("A", 3, "x")))
+    assert isinstance(first, Wait) and first.message == "A waits (AEven)"
+    assert isinstance(second, Wait) and second.message == "B waits (BEven)"
+
+
+def test_a_filter_that_rejected_no_pod_is_not_asked_for_a_message() -> None:
+    quiet = Claimer("Quiet", 9, "nothing-has-this-prefix")
+    result = plan(snapshot(decoded_run("r"), (slot("a", ready=False),)), claimers(quiet, base=DEFAULT_REGISTRY))
+    assert result == Wait(
+        'waiting for available runtime pods for runtime "python"',
+        (("RuntimePodAvailability", "RuntimePodUnavailable", 1),),
+    )
+    assert plan(snapshot(decoded_run("r"), ()), claimers(quiet)) == Wait(
+        'waiting for available runtime pods for runtime "python"', ()
+    )

@@ -2,10 +2,12 @@
 
 Every collector lives on a dedicated ``CollectorRegistry`` per ``SchedulerMetrics``
 instance, never the process-global one, so tests and two schedulers in one
-process do not clash. Label values come only from closed sets fixed in code
-(the ``Literal`` types below); every child is created up front so a scrape shows
-all series at zero before the first event, and no runtime, Run, pod, namespace,
-selector or resource name can ever become a label.
+process do not clash. Label values come only from closed sets fixed in code:
+the ``Literal`` types below, and for ``filter_rejections`` the (plugin, reason)
+pairs the scheduler's plugin registry declares (each filter's ``name`` and
+``reasons``), read once when the metrics are built. Every child is created up
+front so a scrape shows all series at zero before the first event, and no
+runtime, Run, pod, namespace, selector or resource name can ever become a label.
 
 ``serve`` runs a small stdlib ``ThreadingHTTPServer`` exposing exactly
 ``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,35 +27,27 @@ from typing import Final, Literal, TypeAlias, get_args
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+
 log = logging.getLogger(__name__)
 
 SyncResult: TypeAlias = Literal["scheduled", "no_pods", "selection_error"]
 ConflictStage: TypeAlias = Literal["reserve", "bind"]
 WakeupSource: TypeAlias = Literal["runtime_pod", "capacity_released"]
-FilterPlugin: TypeAlias = Literal["RuntimePodAvailability", "RunAffinity", "WorkspacePlacement", "other"]
-FilterReason: TypeAlias = Literal[
-    "RuntimePodUnavailable",
-    "UnsatisfiedRunAffinity",
-    "UnsatisfiedRunAntiAffinity",
-    "WorkspacePlacement",
-    "WorkspaceUnavailable",
-    "other",
-]
 
-FILTER_PAIRS: Final[tuple[tuple[FilterPlugin, FilterReason], ...]] = (
-    ("RuntimePodAvailability", "RuntimePodUnavailable"),
-    ("RunAffinity", "UnsatisfiedRunAffinity"),
-    ("RunAffinity", "UnsatisfiedRunAntiAffinity"),
-    ("WorkspacePlacement", "WorkspacePlacement"),
-    ("WorkspacePlacement", "WorkspaceUnavailable"),
-)
-"""The (plugin, reason) pairs SPEC §4 defines; each is a pre-initialised series."""
+def filter_pairs(registry: Registry) -> tuple[tuple[str, str], ...]:
+    """The ``(plugin, reason)`` label pairs of ``filter_rejections``: each filter's declared reasons.
+
+    In registration order, reasons sorted; with the default registry these are
+    the pairs SPEC §4 defines. A pair outside this set is a filter reason the
+    framework refuses (the cycle fails), so it never reaches ``count_rejections``.
+    """
+    return tuple((entry.name, reason) for entry in registry.filters for reason in sorted(entry.plugin.reasons))
+
 
 _disable_created_metrics: Final[Callable[[], None]] = disable_created_metrics
 """prometheus-client leaves this one function unannotated; this line gives it its real type."""
-
-_PLUGINS: Final[frozenset[str]] = frozenset(get_args(FilterPlugin))
-_REASONS: Final[frozenset[str]] = frozenset(get_args(FilterReason))
 
 SYNC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """A cycle is pure planning plus at most one status write: sub-millisecond to a few seconds."""
@@ -64,7 +58,9 @@ QUEUE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 6
 class SchedulerMetrics:
     """The SPEC §9 collectors on their own registry, with one typed method per thing counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: Registry = DEFAULT_REGISTRY) -> None:
+        """``registry`` is the plugin set the scheduler's cycles run: its filters' declared
+        reasons are the only ``filter_rejections`` series."""
         # The text format would otherwise add a ``*_created`` gauge per series: names SPEC §9
         # does not list and the upstream Go scheduler never exposes. The switch is process-wide
         # in prometheus-client; this process exposes only our registries.
@@ -109,8 +105,11 @@ class SchedulerMetrics:
         )
         for result in get_args(SyncResult):
             self._sync.labels(result=result)
-        for plugin, reason in FILTER_PAIRS:
-            self._rejections.labels(plugin=plugin, reason=reason)
+        self._rejection_series: Mapping[tuple[str, str], Counter] = {
+            (plugin, reason): self._rejections.labels(plugin=plugin, reason=reason)
+            for plugin, reason in filter_pairs(registry)
+        }
+        self._undeclared = 0
         for stage in get_args(ConflictStage):
             self._conflicts.labels(stage=stage)
         for source in get_args(WakeupSource):
@@ -132,15 +131,31 @@ class SchedulerMetrics:
     def count_rejections(self, rejections: Iterable[tuple[str, str, int]]) -> None:
         """Add a plan's ``(plugin, reason, count)`` rejections.
 
-        A plugin or reason outside the closed sets (a plugin added to the registry
-        but not here yet) is counted under ``other`` so cardinality stays bounded.
+        Every pair is one the registry declared: the framework fails a cycle whose
+        filter returns anything else, and the scheduler builds its metrics from the
+        registry its cycles run. A pair outside the set therefore means the two
+        were wired to different registries. It is never made a label (cardinality
+        stays closed) nor folded into a declared series (that would misreport why
+        pods were refused): it is logged as an error and counted in
+        ``undeclared_rejections``.
         """
         for plugin, reason, count in rejections:
             if count <= 0:
                 continue
-            plugin_label = plugin if plugin in _PLUGINS else "other"
-            reason_label = reason if reason in _REASONS else "other"
-            self._rejections.labels(plugin=plugin_label, reason=reason_label).inc(count)
+            series = self._rejection_series.get((plugin, reason))
+            if series is None:
+                self._undeclared += count
+                log.error(
+                    "filter rejection outside the declared (plugin, reason) set; not counted",
+                    extra={"plugin": plugin[:64], "reason": reason[:64], "count": count},
+                )
+                continue
+            series.inc(count)
+
+    @property
+    def undeclared_rejections(self) -> int:
+        """Rejections ``count_rejections`` refused to label; 0 unless metrics and cycles disagree on the registry."""
+        return self._undeclared
 
     def count_conflict(self, stage: ConflictStage) -> None:
         self._conflicts.labels(stage=stage).inc()

@@ -256,7 +256,7 @@ class Scheduler:
         self._options = options
         self._clock = clock
         self._config = SchedulerConfig(heartbeat_stale_after=options.heartbeat_stale_after)
-        self._metrics = SchedulerMetrics()
+        self._metrics = SchedulerMetrics(registry)
         self.state: Atom[ClusterState] = Atom(EMPTY_STATE)
         self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
         self._events = EventRecorder(

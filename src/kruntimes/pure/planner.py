@@ -19,7 +19,7 @@ from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.framework.registry import Registry
-from kruntimes.pure.framework.runtime import run_filters, run_scores
+from kruntimes.pure.framework.runtime import run_filters, run_scores, wait_message
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import Run, Snapshot, first_condition
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait, ranked_views
@@ -117,8 +117,7 @@ def plan_cycle(snapshot: Snapshot, registry: Registry = DEFAULT_REGISTRY) -> Res
         return Failure(filtered.failure())
     outcome = filtered.unwrap()
     if not outcome.feasible:
-        workspace = run.workspace.name if run.workspace is not None else None
-        return Success(Wait(messages.wait_message(outcome.reasons, run.runtime, workspace), outcome.rejections))
+        return Success(Wait(wait_message(run, registry, outcome.rejections), outcome.rejections))
     scored = run_scores(run, snapshot, registry, outcome.feasible)
     if not is_successful(scored):
         return Failure(scored.failure())

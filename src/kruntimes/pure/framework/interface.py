@@ -8,6 +8,14 @@ that implements one protocol per extension point it takes part in:
   workspace constraint) and return the prepared filter, a ``PodFilter``
   ``(PodSlot) -> reason | None``. Returning ``None`` instead of a filter means
   "this plugin passes every pod this cycle" (Kubernetes' PreFilter ``Skip``).
+- **Pending message** — ``FilterPlugin.pending_message(reasons, run)``, once per
+  cycle that ends in ``Wait``, for each filter that rejected at least one pod:
+  the plugin may claim the Run's Pending message with a ``PendingMessage``
+  (text and precedence rank). The highest rank wins (the first registered
+  among equal ranks); with no claim the message is the generic
+  ``waiting for available runtime pods for runtime "<rt>"`` (SPEC §7).
+- **Explain** — ``FilterPlugin.explain(reason, slot, run, snapshot)``: what
+  ``explain`` prints beside a pod the plugin rejected, for an operator.
 - **PreScore + Score + NormalizeScore** — ``ScorePlugin.prepare(run, snapshot)``
   returns a ``PodScorer`` ``(feasible slots) -> raw scores``;
   ``ScorePlugin.normalize(raw)`` maps them into 0..100.
@@ -33,7 +41,8 @@ This is a purely computational module with no side effects.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol, TypeAlias
+from dataclasses import dataclass
+from typing import Final, Protocol, TypeAlias, final
 
 from returns.result import Result
 
@@ -44,6 +53,7 @@ __all__ = [
     "MAX_SCORE",
     "MIN_SCORE",
     "FilterPlugin",
+    "PendingMessage",
     "PodFilter",
     "PodScorer",
     "ScorePlugin",
@@ -61,8 +71,28 @@ PodScorer: TypeAlias = Callable[[tuple[PodSlot, ...]], tuple[int, ...]]
 """A prepared Score: one raw score per feasible slot, in the order given."""
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class PendingMessage:
+    """A filter plugin's claim on the Pending message of a cycle that ends in ``Wait``."""
+
+    rank: int
+    """Precedence among the claims of one cycle: the highest wins. The built-in
+    plugins claim 300 (required affinity), 200 (required anti-affinity) and 100
+    (workspace placement); rank a new claim against those."""
+    text: str
+    """The whole message. It becomes ``status.message`` and an Event, so it may name
+    only what the Run itself names (its runtime, its workspace): never a pod, a Run
+    or selector text, and never a value that varies with the pods rejected."""
+
+
 class FilterPlugin(Protocol):
-    """PreFilter + Filter. Implementations are immutable values (``@final`` frozen dataclasses)."""
+    """PreFilter + Filter, and the words for what they decide.
+
+    Implementations are immutable values (``@final`` frozen dataclasses). A plugin
+    declares its whole vocabulary here, in one place: the reasons it may return,
+    the Pending message they call for, and the detail ``explain`` shows.
+    """
 
     @property
     def name(self) -> str:
@@ -78,6 +108,26 @@ class FilterPlugin(Protocol):
         """PreFilter, once per cycle. ``run`` is ``snapshot.run`` (known present and Pending).
 
         Return the pod filter, or ``None`` when every pod passes this cycle.
+        """
+        ...
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        """The Pending message this plugin asks for, or ``None`` to leave it to the others.
+
+        Asked once per cycle that ends in ``Wait`` (no feasible pod), and only of a
+        plugin that rejected at least one pod: ``reasons`` (never empty) are the
+        declared reasons it returned this cycle. The framework keeps the claim of
+        highest ``rank`` (the first registered among equal ranks) and falls back to
+        the generic message when no plugin claims one.
+        """
+        ...
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        """Why this plugin rejected ``slot`` for ``reason`` (one of its ``reasons``), in words.
+
+        Shown by ``kruntimes explain`` beside the pod, for the operator's terminal
+        only, so it may name pods, resources and selectors (it never reaches a
+        status). Called only off the scheduling path: it may take its time.
         """
         ...
 

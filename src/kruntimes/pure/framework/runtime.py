@@ -4,7 +4,8 @@
 order); ``run_filters`` then judges the snapshot's pods, the first rejection
 stopping a pod and counting once for (plugin, reason); ``run_scores`` scores the
 feasible pods with every score plugin, checks and weights the normalized scores
-and finds the best pod (SPEC §5). Planning (``kruntimes.pure.planner``) and
+and finds the best pod (SPEC §5); ``wait_message`` asks the filters that
+rejected pods which Pending message a cycle without a feasible pod writes (SPEC §7). Planning (``kruntimes.pure.planner``) and
 ``explain`` both run these, so the verdicts ``explain`` shows are the ones the
 scheduler acts on.
 
@@ -23,12 +24,13 @@ from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.framework.batch import BatchFilter
-from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE, PodFilter
+from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE, PendingMessage, PodFilter
 from kruntimes.pure.framework.registry import FilterEntry, Registry
+from kruntimes.pure.model.messages import waiting_for_pods
 from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
 from kruntimes.pure.model.plan import CycleError, Rejections, ScoreTable
 
-__all__ = ["Filtered", "Scored", "prepare_filters", "run_filters", "run_scores"]
+__all__ = ["Filtered", "Scored", "prepare_filters", "run_filters", "run_scores", "undeclared_reason", "wait_message"]
 
 
 def prepare_filters(
@@ -100,14 +102,36 @@ def _rejections(registry: Registry, counts: dict[tuple[int, str], int]) -> Resul
     for (index, reason), count in sorted(counts.items()):
         entry = registry.filters[index]
         if reason not in entry.plugin.reasons:
-            return Failure(
-                CycleError(
-                    "PluginError",
-                    f'filter plugin "{entry.name}" returned undeclared reason {reason[:64]!r}',
-                )
-            )
+            return Failure(undeclared_reason(entry.name, reason))
         result.append((entry.name, reason, count))
     return Success(tuple(result))
+
+
+def undeclared_reason(plugin: str, reason: str) -> CycleError:
+    """The cycle error for a filter reason outside the plugin's declared set (cut: it is the plugin's text)."""
+    return CycleError("PluginError", f'filter plugin "{plugin}" returned undeclared reason {reason[:64]!r}')
+
+
+def wait_message(run: Run, registry: Registry, rejections: Rejections) -> str:
+    """The Pending message of a cycle that found no feasible pod (SPEC §7).
+
+    Each filter that rejected a pod is asked once, with the reasons it gave; the
+    claim of highest rank wins, the first registered among equal ranks. Without a
+    claim (or without rejections: no candidate pods) the message is the generic one.
+    """
+    given: dict[str, set[str]] = {}
+    for plugin, reason, _ in rejections:
+        given.setdefault(plugin, set()).add(reason)
+    best: PendingMessage | None = None
+    if given:
+        for entry in registry.filters:
+            reasons = given.get(entry.name)
+            if not reasons:
+                continue
+            claim = entry.plugin.pending_message(frozenset(reasons), run)
+            if claim is not None and (best is None or claim.rank > best.rank):
+                best = claim
+    return best.text if best is not None else waiting_for_pods(run.runtime)
 
 
 @final

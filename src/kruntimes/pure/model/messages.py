@@ -1,7 +1,10 @@
-"""Every reason and status message the scheduler writes, defined once (SPEC §3, §4, §6, §7).
+"""The condition types, condition reasons and status messages of the scheduler, defined once (SPEC §3, §6, §7).
 
-Reasons are closed sets: they become condition reasons and metric labels, so a
-new one is added here, never formatted at a call site. Messages carry the
+Reasons are closed sets: they become condition reasons, so a new one is added
+here, never formatted at a call site. A filter plugin's rejection reasons (the
+metric labels) are its own: each plugin module declares them beside the filter
+that returns them, and says which of the Pending messages below they call for
+and with what precedence. Messages carry the
 runtime and workspace names the Run itself names, and nothing else: never a
 pod name (except the bind condition's own pod), a Run name or selector text.
 This is a purely computational module with no side effects.
@@ -9,7 +12,6 @@ This is a purely computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
 
 # --- condition types -----------------------------------------------------------
@@ -26,14 +28,6 @@ REASON_CANCELLED: Final = "Cancelled"
 REASON_INVALID_RESOURCES: Final = "InvalidResources"
 REASON_INVALID_AFFINITY: Final = "InvalidAffinity"
 REASON_INVALID_SPEC: Final = "InvalidSpec"
-
-# --- filter rejection reasons (metric label values, SPEC §4, §9) --------------------
-
-REJECT_RUNTIME_POD_UNAVAILABLE: Final = "RuntimePodUnavailable"
-REJECT_RUN_AFFINITY: Final = "UnsatisfiedRunAffinity"
-REJECT_RUN_ANTI_AFFINITY: Final = "UnsatisfiedRunAntiAffinity"
-REJECT_WORKSPACE_UNAVAILABLE: Final = "WorkspaceUnavailable"
-REJECT_WORKSPACE_PLACEMENT: Final = "WorkspacePlacement"
 
 # --- messages -------------------------------------------------------------------------
 
@@ -60,6 +54,11 @@ def assigned_message(pod: str) -> str:
     return f"assigned to runtime pod {pod}"
 
 
+# The SPEC §7 Pending messages. The generic one is the framework's fallback; the
+# others are the built-in plugins' (RunAffinity, WorkspacePlacement), kept here
+# beside it because ``verify`` judges a status against all four forms.
+
+
 def waiting_for_pods(runtime: str) -> str:
     return f'waiting for available runtime pods for runtime "{bounded_name(runtime)}"'
 
@@ -74,24 +73,3 @@ def waiting_for_anti_affinity(runtime: str) -> str:
 
 def waiting_for_workspace(workspace: str, runtime: str) -> str:
     return f'waiting for workspace "{bounded_name(workspace)}" placement for runtime "{bounded_name(runtime)}"'
-
-
-_WORKSPACE_REASONS: Final = frozenset({REJECT_WORKSPACE_UNAVAILABLE, REJECT_WORKSPACE_PLACEMENT})
-
-
-def wait_message(reasons: Iterable[str], runtime: str, workspace: str | None) -> str:
-    """The Pending message for a cycle whose pods were rejected for ``reasons`` (SPEC §7).
-
-    Precedence: affinity, then anti-affinity, then workspace, then the generic
-    message. ``workspace`` is the name the Run references (``None`` without
-    one); a workspace rejection without a name falls through to the generic
-    message rather than printing an empty name.
-    """
-    seen = frozenset(reasons)
-    if REJECT_RUN_AFFINITY in seen:
-        return waiting_for_affinity(runtime)
-    if REJECT_RUN_ANTI_AFFINITY in seen:
-        return waiting_for_anti_affinity(runtime)
-    if workspace is not None and not seen.isdisjoint(_WORKSPACE_REASONS):
-        return waiting_for_workspace(workspace, runtime)
-    return waiting_for_pods(runtime)

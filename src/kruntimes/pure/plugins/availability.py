@@ -1,6 +1,8 @@
 """``RuntimePodAvailability``: the pod is up, its runtimed heartbeat is fresh, and the Run fits (SPEC §4).
 
-This is a purely computational module with no side effects.
+Its one reason claims no Pending message: a Run that waits only for a pod that
+is up and has room carries the generic one. This is a purely computational
+module with no side effects.
 """
 
 from __future__ import annotations
@@ -8,17 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import ClassVar, final
+from typing import ClassVar, Final, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PodFilter
-from kruntimes.pure.model.messages import REJECT_RUNTIME_POD_UNAVAILABLE
+from kruntimes.pure.framework.interface import FilterPlugin, PendingMessage, PodFilter
 from kruntimes.pure.model.objects import RUNNING, RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot, epoch_us
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.framework.batch import BatchFilter, Selection, rejected_as
+from kruntimes.pure.model.quantity import format_quantity
 from kruntimes.pure.model.resources import fits
+from kruntimes.pure.model.times import format_duration
 
+REJECT_RUNTIME_POD_UNAVAILABLE: Final = "RuntimePodUnavailable"
 
 
 def available_and_fits(slot: PodSlot, request: Resources, now: datetime, stale_after: timedelta) -> bool:
@@ -85,6 +89,44 @@ class RuntimePodAvailability:
             return rejected_as(REJECT_RUNTIME_POD_UNAVAILABLE, len(slots), kept)
 
         return Success(BatchFilter(pod_filter, select))
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return unavailable_detail(slot, run.requests, snapshot.now, snapshot.config.stale_after())
+
+
+def unavailable_detail(slot: PodSlot, request: Resources, now: datetime, stale_after: timedelta) -> str:
+    """Which part of the predicate failed, first failing check first (SPEC §1, §4)."""
+    pod = slot.pod
+    if pod.phase != RUNNING:
+        return f"pod phase is {pod.phase or 'unknown'}, not Running"
+    if pod.deleting:
+        return "pod is being deleted"
+    if not pod.ready:
+        return "pod is not Ready"
+    if not pod.heartbeat_ok:
+        return "runtimed heartbeat (kruntimes.io/RuntimedReady) is missing or not True"
+    if pod.heartbeat_at is None:
+        return "runtimed heartbeat has no lastProbeTime"
+    if not pod.heartbeat_fresh(now, stale_after):
+        age = format_duration(now - pod.heartbeat_at)
+        return f"runtimed heartbeat is stale: last probe {age} ago (stale after {format_duration(stale_after)})"
+    short: list[str] = []
+    for name, amount in request.items():
+        if amount <= 0:
+            continue
+        limit = pod.capacity.get(name)
+        if limit is None:
+            short.append(f"does not advertise {name}")
+            continue
+        used = slot.usage.get(name, 0)
+        if used + amount > limit:
+            short.append(
+                f"full: {name} {format_quantity(used)}/{format_quantity(limit)} in use, needs {format_quantity(amount)}"
+            )
+    return "; ".join(short) if short else "unavailable"
 
 
 _: FilterPlugin = RuntimePodAvailability()

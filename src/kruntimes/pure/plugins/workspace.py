@@ -1,8 +1,10 @@
 """``WorkspacePlacement``: a Run on a bound ``RuntimePodLocal`` workspace goes to its pod (SPEC §4).
 
 Not in upstream; the design requires it. An unusable workspace makes the Run
-wait (every pod rejected), it never fails it. This is a purely computational
-module with no side effects.
+wait (every pod rejected), it never fails it; the Run then says it waits for
+its workspace's placement (rank 100: below required affinity and
+anti-affinity, above the generic message, SPEC §7). This is a purely
+computational module with no side effects.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from typing import ClassVar, Final, TypeAlias, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PodFilter
-from kruntimes.pure.model.messages import REJECT_WORKSPACE_PLACEMENT, REJECT_WORKSPACE_UNAVAILABLE
+from kruntimes.pure.framework.interface import FilterPlugin, PendingMessage, PodFilter
+from kruntimes.pure.model.messages import waiting_for_workspace
 from kruntimes.pure.model.objects import WORKSPACE_MODE_LOCAL, PodSlot, Run, Snapshot, Workspace, WorkspaceRef
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.framework.batch import BatchFilter, Selection, rejected_as
 
+
+REJECT_WORKSPACE_UNAVAILABLE: Final = "WorkspaceUnavailable"
+REJECT_WORKSPACE_PLACEMENT: Final = "WorkspacePlacement"
+WORKSPACE_RANK: Final = 100
 
 BOUND: Final = "Bound"
 UNUSABLE_PHASES: Final = frozenset({"Lost", "Released"})
@@ -100,6 +106,28 @@ class WorkspacePlacement:
             return rejected_as(REJECT_WORKSPACE_PLACEMENT, len(slots), kept)
 
         return Success(BatchFilter(pod_filter, select))
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        # Without a referenced name there is nothing truthful to name: the generic message stands.
+        if run.workspace is None:
+            return None
+        return PendingMessage(WORKSPACE_RANK, waiting_for_workspace(run.workspace.name, run.runtime))
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        ref = run.workspace
+        if ref is None:
+            return "workspace"
+        workspace = snapshot.workspace
+        constraint = workspace_constraint(ref, workspace, run.runtime)
+        if isinstance(constraint, OnlyPod):
+            return f'workspace "{ref.name}" is bound to pod {constraint.pod}'
+        if workspace is None or workspace.name != ref.name:
+            return f'workspace "{ref.name}" does not exist'
+        if workspace.runtime != run.runtime:
+            return f'workspace "{ref.name}" is for runtime "{workspace.runtime}"'
+        if workspace.phase == BOUND:
+            return f'workspace "{ref.name}" is Bound to no pod'
+        return f'workspace "{ref.name}" is {workspace.phase or "in no phase"}'
 
 
 def _reject_every(slots: Sequence[PodSlot]) -> Selection:
