@@ -1,0 +1,335 @@
+"""The per-key transaction as data: a world in, the step's decision out (SPEC §3, §6, §7).
+
+Each test feeds plain values (cluster state, ledger, key, now) to ``plan``/``decide``
+/``transact`` and a write's outcome to ``settle`` (a read's to ``confirm``), and
+checks what the effect layer would carry out: the ledger afterwards, the status
+document, the Event and what the queue does next.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from kruntimes.pure import step as steps
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey
+from kruntimes.pure.model.plan import Bind, Wait
+from kruntimes.pure.state.cluster import ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.step import (
+    AWAIT_BIND_REQUEUE,
+    Ambiguous,
+    BackOff,
+    Conflict,
+    EventNote,
+    Forget,
+    Gone,
+    Hold,
+    Keep,
+    Refused,
+    Release,
+    RequeueAfter,
+    Step,
+    Written,
+    confirm,
+    decide,
+    plan,
+    settle,
+    transact,
+)
+from tests.pure.test_framework import FixedScore, registry_with
+from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
+
+KEY = RunKey("default", "r")
+
+
+def world(*objects: Object) -> ClusterState:
+    return from_objects(objects)
+
+
+def bound(state: ClusterState, ledger: Ledger = EMPTY_LEDGER) -> Step:
+    step = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is not None and step.write.purpose == "bind", step.settled
+    return step
+
+
+# --- decide: what each plan asks for ------------------------------------------------------------
+
+
+def test_a_bind_reserves_the_chosen_pod_and_asks_for_the_scheduled_write() -> None:
+    step = bound(world(decoded_pod("a"), decoded_run("r")))
+    write = step.write
+    assert write is not None
+    assert (write.patch.phase, write.patch.assigned_pod, write.patch.message) == ("Scheduled", "a", "")
+    reservation = step.ledger.get("default", write.run.uid)
+    assert reservation is not None and (reservation.pod, reservation.resource_version) == ("a", "1")
+    # the Event and the metrics are earned only by a write that lands
+    assert step.settled.event is None and step.settled.sync is None
+
+
+def test_a_wait_writes_the_pending_status_and_earns_failed_scheduling_then_thirty_seconds() -> None:
+    step = transact(world(decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is not None and step.write.purpose == "wait"
+    assert step.write.patch.phase == "Pending"
+    message = 'waiting for available runtime pods for runtime "python"'
+    assert step.settled == steps.Settled(
+        "waiting", RequeueAfter(30.0), EventNote("Warning", "FailedScheduling", message), sync="no_pods"
+    )
+    assert step.ledger is EMPTY_LEDGER
+
+
+def test_an_unchanged_wait_writes_nothing_but_still_earns_its_event() -> None:
+    message = 'waiting for available runtime pods for runtime "python"'
+    first = transact(world(decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert first.write is not None
+    written = world(_applied(first))
+    again = transact(written, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert again.write is None
+    assert again.settled.event == EventNote("Warning", "FailedScheduling", message)
+
+
+@pytest.mark.parametrize(
+    ("run", "reason", "event_type"),
+    [
+        (decoded_run("r", cancel=True), "Cancelled", "Normal"),
+        (decoded_run("r", requests={"runs": "500m"}), "InvalidResources", "Warning"),
+        (decoded_run("r", affinity={"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]}}), "InvalidAffinity", "Warning"),
+    ],
+    ids=["cancel", "invalid resources", "invalid affinity"],
+)
+def test_a_terminal_plan_writes_the_terminal_status_then_forgets_the_key(run: Run, reason: str, event_type: str) -> None:
+    step = transact(world(decoded_pod("a"), run), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is not None and step.write.purpose == "terminal"
+    assert step.write.patch.phase in ("Cancelled", "Failed") and step.write.patch.completion_time == NOW
+    assert step.settled.outcome == "terminal" and step.settled.next == Forget()
+    assert step.settled.event is not None and (step.settled.event.type, step.settled.event.reason) == (event_type, reason)
+    # SPEC §11: only the invalid-affinity path counts as a selection error
+    assert step.settled.sync == ("selection_error" if reason == "InvalidAffinity" else None)
+
+
+def test_a_run_inside_its_retry_back_off_is_delayed_and_nothing_is_written() -> None:
+    failed: dict[str, object] = {"type": "Running", "status": "False", "reason": "Retrying", "lastTransitionTime": at(-1)}
+    run = decoded_run("r", phase="Pending", attempt=3, conditions=[failed])  # back-off 2 s, 1 s elapsed
+    step = transact(world(decoded_pod("a"), run), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is None
+    assert step.settled == steps.Settled("delayed", RequeueAfter(1.0))
+
+
+@pytest.mark.parametrize(
+    "objects",
+    [(), (active_run("r", "a", phase="Running"),), (decoded_run("r", runtime=""),)],
+    ids=["gone", "not pending", "no runtime"],
+)
+def test_a_run_the_cycle_has_nothing_to_do_for_is_forgotten(objects: tuple[Run, ...]) -> None:
+    step = transact(world(decoded_pod("a"), *objects), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is None and step.settled == steps.Settled("skipped", Forget())
+
+
+def test_a_run_awaiting_its_binds_observation_is_not_planned_again() -> None:
+    state = world(decoded_pod("a"), decoded_run("r"))
+    first = bound(state)
+    again = transact(state, first.ledger, KEY, NOW, DEFAULT_CONFIG)
+    assert again.write is None and again.ledger == first.ledger
+    assert again.settled == steps.Settled("skipped", RequeueAfter(AWAIT_BIND_REQUEUE))
+
+
+def test_a_cycle_error_backs_off_and_decides_nothing() -> None:
+    registry = registry_with(FixedScore(101))  # a score plugin answering outside 0..100
+    state = world(decoded_pod("a"), decoded_run("r"))
+    step = transact(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG, registry)
+    assert step.write is None and step.ledger is EMPTY_LEDGER
+    assert (step.settled.outcome, step.settled.next, step.settled.sync) == ("cycle_error", BackOff(), "selection_error")
+
+
+# --- decide: the reserve, against the latest ledger -----------------------------------------------
+
+
+def test_a_reserve_that_lost_the_pod_to_another_worker_backs_off_and_writes_nothing() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    mine, theirs = decoded_run("r"), decoded_run("other")
+    state = world(pod, mine, theirs)
+    planned = plan(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert isinstance(planned.planned.unwrap(), Bind)
+    # another worker's reservation lands between this plan and its compare-and-swap
+    latest = transact(state, EMPTY_LEDGER, RunKey("default", "other"), NOW, DEFAULT_CONFIG).ledger
+    step = decide(planned, state, latest)
+    assert step.write is None and step.ledger == latest
+    assert step.conflict is not None and step.conflict.reason == "NoRoom"
+    # never RequeueAfter(0): a key that keeps losing the race backs off (SPEC §3.14)
+    assert (step.settled.outcome, step.settled.next, step.settled.conflict) == ("reserve_conflict", BackOff(), "reserve")
+
+
+def test_a_required_anti_affinity_is_re_planned_inside_the_reserve() -> None:
+    anti = affinity_json(anti_required=[term({"app": "db"})])
+    mine = decoded_run("r", labels={"app": "db"}, affinity=anti)
+    theirs = decoded_run("other", labels={"app": "db"}, affinity=anti)
+    state = world(decoded_pod("a", capacity={"runs": "4"}), mine, theirs)
+    planned = plan(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    latest = transact(state, EMPTY_LEDGER, RunKey("default", "other"), NOW, DEFAULT_CONFIG).ledger
+    step = decide(planned, state, latest)
+    assert isinstance(step.conflict, steps.AffinityChanged) and step.write is None
+
+
+def test_a_stale_assigned_pod_on_a_pending_run_is_bound_like_any_pending_run() -> None:
+    """A retry reset can leave ``assignedPod``; the reserve must not refuse it (that spun a worker)."""
+    stale = decoded_run("r", phase="Pending", assigned_pod="b", attempt=1)
+    step = bound(world(decoded_pod("a"), stale))
+    assert step.write is not None and step.write.patch.assigned_pod == "a"
+
+
+def test_decide_on_the_very_values_it_planned_from_reuses_the_synced_ledger() -> None:
+    state = world(decoded_pod("a"), decoded_run("r"))
+    planned = plan(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert decide(planned, state, EMPTY_LEDGER) == transact(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+
+
+# --- settle: a write's outcome ------------------------------------------------------------------------
+
+
+def _applied(step: Step, version: str = "2") -> Run:
+    from kruntimes.pure.status import applied
+
+    assert step.write is not None
+    return applied(step.write.run, step.write.patch, version)
+
+
+def test_a_bind_that_landed_keeps_its_reservation_and_earns_scheduled() -> None:
+    step = bound(world(decoded_pod("a"), decoded_run("r")))
+    settled, change = settle(step, Written("2"))
+    assert change == Keep()
+    assert settled == steps.Settled(
+        "scheduled", Forget(), EventNote("Normal", "Scheduled", "assigned to runtime pod a"), sync="scheduled"
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        (Conflict(), steps.Settled("bind_conflict", BackOff(), conflict="bind", why="conflict")),
+        (Refused(2.5), steps.Settled("write_failed", BackOff(2.5), why="failed")),
+        (Refused(permanent=True), steps.Settled("write_failed", BackOff(), why="refused")),
+        (Gone(), steps.Settled("gone", Forget(), why="run gone")),
+    ],
+    ids=["409", "429 with Retry-After", "403", "404"],
+)
+def test_a_bind_that_definitely_did_not_land_releases_its_reservation_at_once(
+    outcome: steps.WriteOutcome, expected: steps.Settled
+) -> None:
+    step = bound(world(decoded_pod("a"), decoded_run("r")))
+    settled, change = settle(step, outcome)
+    assert settled == expected
+    assert change == Release("default", step.snapshot.run.uid if step.snapshot.run else "")
+    assert steps.apply(step.ledger, change) == EMPTY_LEDGER
+
+
+def test_an_ambiguous_bind_holds_its_reservation_until_the_deadline() -> None:
+    step = bound(world(decoded_pod("a"), decoded_run("r")))
+    deadline = NOW + timedelta(seconds=60)
+    settled, change = settle(step, Ambiguous(deadline))
+    assert (settled.outcome, settled.next) == ("bind_uncertain", RequeueAfter(60.0))
+    run = step.snapshot.run
+    assert run is not None and change == Hold("default", run.uid, deadline)
+    held = steps.apply(step.ledger, change)
+    assert held.get("default", run.uid) == step.ledger.get("default", run.uid)
+    assert held.held_until("default", run.uid) == deadline
+
+
+@pytest.mark.parametrize("outcome", [Conflict(), Refused(1.5), Ambiguous(NOW), Gone()], ids=["409", "429", "5xx", "404"])
+@pytest.mark.parametrize("purpose", ["wait", "terminal"])
+def test_a_failed_wait_or_terminal_write_only_decides_the_requeue(outcome: steps.WriteOutcome, purpose: str) -> None:
+    run = decoded_run("r", cancel=True) if purpose == "terminal" else decoded_run("r")
+    step = transact(world(run), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is not None and step.write.purpose == purpose
+    settled, change = settle(step, outcome)
+    assert change == Keep() and settled.event is None
+    if isinstance(outcome, Gone):
+        assert settled.next == Forget()
+    else:
+        assert settled.next == BackOff(1.5 if isinstance(outcome, Refused) else 0.0)
+
+
+def test_a_wait_or_terminal_write_that_landed_earns_its_event() -> None:
+    for run, reason in ((decoded_run("r"), "FailedScheduling"), (decoded_run("r", cancel=True), "Cancelled")):
+        step = transact(world(run), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+        settled, change = settle(step, Written("2"))
+        assert change == Keep() and settled.event is not None and settled.event.reason == reason
+
+
+# --- after an ambiguous bind: the hold, the read, the informer ---------------------------------------
+
+
+def _held(deadline_in: float) -> tuple[ClusterState, Ledger, Step]:
+    state = world(decoded_pod("a", capacity={"runs": "1"}), decoded_run("r"), decoded_run("next"))
+    step = bound(state)
+    _, change = settle(step, Ambiguous(NOW + timedelta(seconds=deadline_in)))
+    return state, steps.apply(step.ledger, change), step
+
+
+def test_a_held_reservation_keeps_its_capacity_from_other_runs() -> None:
+    state, ledger, _ = _held(30)
+    other = transact(state, ledger, RunKey("default", "next"), NOW, DEFAULT_CONFIG)
+    assert other.write is not None and isinstance(other.plan.unwrap(), Wait)
+
+
+def test_before_the_deadline_the_key_waits_for_it_without_a_read() -> None:
+    state, ledger, _ = _held(30)
+    again = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG)
+    assert again.verify is None and again.settled.next == RequeueAfter(30.0)
+
+
+def test_after_the_deadline_the_step_asks_for_a_read_and_an_unchanged_run_is_released() -> None:
+    state, ledger, first = _held(0)
+    again = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG)
+    check = again.verify
+    assert check is not None and check.resource_version == "1"
+    run = first.snapshot.run
+    assert run is not None
+    settled, change = confirm(check, run)  # the read shows the Run still at the planned-from version
+    assert (settled.outcome, settled.next) == ("released", RequeueAfter(0.0))
+    assert steps.apply(again.ledger, change) == EMPTY_LEDGER
+
+
+def test_a_read_showing_a_newer_version_keeps_the_hold_for_the_informer_to_settle() -> None:
+    state, ledger, first = _held(0)
+    check = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG).verify
+    assert check is not None
+    landed = _applied(first, "7")
+    settled, change = confirm(check, landed)
+    assert change == Keep() and settled.next == RequeueAfter(AWAIT_BIND_REQUEUE)
+    # the informer's event for that version hands the reservation off to actual usage
+    observed = apply(state, Event("MODIFIED", landed))
+    after = transact(observed, ledger, RunKey("default", "next"), NOW, DEFAULT_CONFIG)
+    assert after.ledger == EMPTY_LEDGER and isinstance(after.plan.unwrap(), Wait)  # the pod is really full
+
+
+@pytest.mark.parametrize(
+    ("read", "next_", "released"),
+    [(Gone(), Forget(), True), (Refused(3.0), BackOff(3.0), False), (Ambiguous(NOW), BackOff(), False)],
+    ids=["gone", "read refused", "read failed"],
+)
+def test_a_read_that_proves_nothing_keeps_the_hold(read: steps.ReadOutcome, next_: steps.Next, released: bool) -> None:
+    state, ledger, _ = _held(0)
+    check = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG).verify
+    assert check is not None
+    settled, change = confirm(check, read)
+    assert settled.next == next_ and isinstance(change, Release) == released
+
+
+def test_a_held_reservation_goes_when_the_run_is_seen_at_a_newer_version() -> None:
+    """Someone wrote the Run after our bind was sent (a reset for retry): the bind can no longer
+    land (its resourceVersion precondition fails), so the hold ends and the Run is planned anew."""
+    state, ledger, first = _held(30)
+    run = first.snapshot.run
+    assert run is not None
+    reset = decoded_run("r", resource_version="9", attempt=1)
+    step = transact(apply(state, Event("MODIFIED", reset)), ledger, KEY, NOW, DEFAULT_CONFIG)
+    assert step.write is not None and step.write.purpose == "bind"
+    reservation = step.ledger.get("default", run.uid)
+    assert reservation is not None and reservation.resource_version == "9"
+    assert step.ledger.held_until("default", run.uid) is None
+
+
+def test_hold_without_a_reservation_changes_nothing() -> None:
+    assert hold(EMPTY_LEDGER, "default", "nobody", NOW) is EMPTY_LEDGER
+
