@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo simulate test typecheck unit clean
+.PHONY: demo simulate test typecheck layers unit clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,14 @@ simulate: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The layering contracts in .importlinter (pure is pure, the framework imports no plugin, no cycles).
+layers: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+
 unit: $(STAMP)
 	$(BIN)/pytest -n 2 -q
 
-test: typecheck unit
+test: typecheck layers unit
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis
