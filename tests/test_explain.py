@@ -23,7 +23,8 @@ from returns.result import Success
 from kruntimes.cli import main
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
-from kruntimes.pure.state.cluster import Object, from_objects
+from kruntimes.pure.state.cluster import from_objects
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
 from kruntimes.pure.explain import FEASIBLE, explain
 from kruntimes.pure.planner import plan_cycle

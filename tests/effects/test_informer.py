@@ -10,7 +10,7 @@ from returns.result import Failure, Result, Success
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.informer import Informer, OnEvent, Watched, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
-from kruntimes.effects.workqueue import Backoff
+from kruntimes.effects.workqueue import ExponentialDelay
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.model.objects import RunKey
 from tests.effects.fakes import FakeClock, FakeSleeper
@@ -303,7 +303,7 @@ def test_a_namespaced_informer_watches_that_namespace_only() -> None:
 def test_stop_ends_a_back_off_sleep_at_once_on_the_real_sleeper() -> None:
     clock = FakeClock()
     kube = FakeKube([Failure(ApiError("transport", 0, "", "down"))] * 1000, [], FakeSleeper(clock))
-    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=Backoff(base=3600.0, cap=3600.0))
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=ExponentialDelay(base=3600.0, cap=3600.0))
     thread = informer.start()
     informer.stop()
     thread.join(timeout=10)
@@ -339,7 +339,7 @@ def test_a_relist_request_ends_a_back_off_sleep_on_the_real_sleeper() -> None:
     lists = [listing(run_json("a", "1"), rv="2"), listing(run_json("a", "3"), rv="4")]
     failing: list[Script] = [[error("server", 500)] for _ in range(50)]
     kube = FakeKube(lists, failing, FakeSleeper(clock))
-    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=Backoff(base=3600.0, cap=3600.0))
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=ExponentialDelay(base=3600.0, cap=3600.0))
     thread = informer.start()
     try:
         assert informer.wait_for_sync(10)

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from kruntimes.effects.workqueue import Backoff, WorkQueue, by_policy
+from kruntimes.effects.workqueue import ExponentialDelay, WorkQueue, by_policy
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import QueueEntry, SortKey, fifo
 from tests.effects.fakes import FakeClock
@@ -118,7 +118,7 @@ def test_a_delayed_key_that_is_already_queued_is_coalesced_when_due() -> None:
 
 def test_rate_limited_adds_back_off_exponentially_per_key_until_forgotten() -> None:
     clock = FakeClock()
-    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(base=1.0, cap=5.0))
+    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=ExponentialDelay(base=1.0, cap=5.0))
     delays = [queue.add_rate_limited("ns/a") for _ in range(5)]
     assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
     assert queue.add_rate_limited("ns/b") == 1.0
@@ -130,7 +130,7 @@ def test_rate_limited_adds_back_off_exponentially_per_key_until_forgotten() -> N
 
 def test_a_rate_limited_key_comes_back_after_its_delay() -> None:
     clock = FakeClock()
-    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=Backoff(base=2.0, cap=60.0))
+    queue: WorkQueue[str] = WorkQueue(clock=clock, backoff=ExponentialDelay(base=2.0, cap=60.0))
     queue.add_rate_limited("ns/a")
     clock.advance(1.5)
     assert queue.try_get() is None
@@ -139,7 +139,7 @@ def test_a_rate_limited_key_comes_back_after_its_delay() -> None:
 
 
 def test_the_backoff_never_exceeds_its_cap_even_after_many_failures() -> None:
-    assert Backoff(base=0.005, cap=60.0).delay(10_000) == 60.0
+    assert ExponentialDelay(base=0.005, cap=60.0).delay(10_000) == 60.0
 
 
 def test_a_custom_order_decides_which_ready_key_goes_first() -> None:

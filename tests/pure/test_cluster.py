@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.model.objects import LabelSelector, Labels, Operator, Requirement, Run, RunKey, Target
 from kruntimes.pure.model.quantity import Amount
 from tests.pure.builders import active_run, decoded_pod, decoded_run, decoded_workspace

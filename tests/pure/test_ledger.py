@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from returns.pipeline import is_successful
 from returns.result import Result
 
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.ledger import (
     EMPTY_LEDGER,
     Ledger,

@@ -19,7 +19,8 @@ from functools import reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.ledger import (
     EMPTY_LEDGER,
     Ledger,

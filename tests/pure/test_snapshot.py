@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.model.plan import Bind
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.ledger import sync, EMPTY_LEDGER, Ledger, reserve
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
 from kruntimes.pure.snapshot import take

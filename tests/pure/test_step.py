@@ -16,7 +16,8 @@ from kruntimes.pure import step as steps
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey
 from kruntimes.pure.model.plan import Bind, Wait
-from kruntimes.pure.state.cluster import ClusterState, Event, Object, apply, from_objects
+from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.step import (
     AWAIT_BIND_REQUEUE,
     Ambiguous,

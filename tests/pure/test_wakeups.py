@@ -8,7 +8,8 @@ from functools import reduce
 
 import pytest
 
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, EventType, Object, apply
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, EventType, apply
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey, RuntimePod
 from kruntimes.pure.wakeups import Wakeup, wakeups
 from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace

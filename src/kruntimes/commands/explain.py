@@ -32,7 +32,8 @@ from returns.result import Result
 
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect
 from kruntimes.commands._terminal import terminal_width
-from kruntimes.pure.state.cluster import Object, from_objects
+from kruntimes.pure.state.cluster import from_objects
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.cyclelog import CycleRecord, decode_record, plan_json
 from kruntimes.pure.readers.kube import decode_pod, decode_run, decode_workspace
 from kruntimes.pure.explain import Explanation, PodVerdict, explain, selector_text

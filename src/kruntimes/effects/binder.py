@@ -21,11 +21,12 @@ answer is sorted into the closed set the pure step settles
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Final, Protocol, final
 
 from returns.result import Result
 
+from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import MERGE_PATCH, RUNS, ApiError, JSONObject, resource_version_of
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.readers.kube import decode_run
@@ -50,9 +51,6 @@ class StatusApi(Protocol):
     def get(self, path: str) -> Result[JSONObject, ApiError]: ...
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
 
 def write_outcome(result: Result[JSONObject, ApiError], deadline: datetime) -> WriteOutcome:
     """Sort one status write's answer (see the module docstring)."""
@@ -74,7 +72,7 @@ class Binder:
     """Writes Run status documents through the ``status`` subresource, and reads a Run back."""
 
     def __init__(
-        self, kube: StatusApi, *, hold: float = DEFAULT_AMBIGUOUS_HOLD, clock: Callable[[], datetime] = _utcnow
+        self, kube: StatusApi, *, hold: float = DEFAULT_AMBIGUOUS_HOLD, clock: Callable[[], datetime] = utcnow
     ) -> None:
         self._kube = kube
         self._hold = timedelta(seconds=hold)

@@ -37,6 +37,7 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 from returns.result import Result
 
+from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import API_VERSION, Run
@@ -95,9 +96,6 @@ def _time(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
 
 class TokenBucket:
     """``rate`` tokens a second, at most ``burst`` saved; ``take()`` sleeps until one is there.
@@ -139,7 +137,7 @@ class EventRecorder:
         settings: EventSettings = EventSettings(),
         *,
         clock: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = _utcnow,
+        now: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self._kube = kube

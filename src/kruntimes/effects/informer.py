@@ -54,8 +54,9 @@ from kruntimes.effects.kube import (
     ResourceType,
     WatchEvent,
 )
-from kruntimes.effects.workqueue import Backoff, Clock
-from kruntimes.pure.state.cluster import ClusterState, Event, EventType, Object, apply
+from kruntimes.effects.workqueue import ExponentialDelay, Clock
+from kruntimes.pure.state.cluster import ClusterState, Event, EventType, apply
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
 from kruntimes.pure.model.objects import RUNTIME_LABEL
 
@@ -66,7 +67,7 @@ OnEvent: TypeAlias = Callable[[ClusterState, ClusterState, Event], None]
 Sleeper: TypeAlias = Callable[[float], bool]
 """Sleep ``seconds``; return ``True`` when the informer should stop (``threading.Event.wait``)."""
 
-RECONNECT_BACKOFF: Final = Backoff(base=0.8, cap=30.0)
+RECONNECT_BACKOFF: Final = ExponentialDelay(base=0.8, cap=30.0)
 """client-go's reflector back-off: 800 ms doubling to 30 s."""
 MIN_WATCH_SECONDS: Final = 1.0
 """A watch that ends with no event sooner than this counts as a failure, so a server that
@@ -209,7 +210,7 @@ class Informer:
         *,
         clock: Clock = time.monotonic,
         sleep: Sleeper | None = None,
-        backoff: Backoff = RECONNECT_BACKOFF,
+        backoff: ExponentialDelay = RECONNECT_BACKOFF,
         watch_timeout: int = 300,
     ) -> None:
         self._kube = kube

@@ -30,6 +30,7 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 from returns.result import Result
 
+from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
 from kruntimes.effects.workqueue import Clock
 
@@ -48,9 +49,6 @@ def default_identity() -> str:
     """``<hostname>_<random>``: the pod name in a cluster, unique across restarts."""
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:10]}"
 
-
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def micro_time(value: datetime) -> str:
@@ -156,7 +154,7 @@ class LeaderElector:
         on_stopped_leading: Callable[[], None],
         *,
         clock: Clock = time.monotonic,
-        now: WallClock = _utcnow,
+        now: WallClock = utcnow,
         sleep: Sleeper | None = None,
     ) -> None:
         problems = config.problems()

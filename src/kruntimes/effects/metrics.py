@@ -27,6 +27,7 @@ from typing import Final, Literal, TypeAlias, get_args
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.exposition import choose_encoder
 
+from kruntimes.pure.wakeups import WakeupSource
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 SyncResult: TypeAlias = Literal["scheduled", "no_pods", "selection_error"]
 ConflictStage: TypeAlias = Literal["reserve", "bind"]
-WakeupSource: TypeAlias = Literal["runtime_pod", "capacity_released"]
 
 def filter_pairs(registry: Registry) -> tuple[tuple[str, str], ...]:
     """The ``(plugin, reason)`` label pairs of ``filter_rejections``: each filter's declared reasons.

@@ -35,10 +35,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Final
 
+from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter
@@ -234,9 +235,6 @@ def workspace_wakeups(old: ClusterState, new: ClusterState, event: Event) -> tup
     return tuple(sorted(keys))
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
 
 class Scheduler:
     """The whole controller in one process; ``start()`` returns at once, ``stop()`` shuts down in order."""
@@ -246,7 +244,7 @@ class Scheduler:
         kube: Kube,
         options: SchedulerOptions = SchedulerOptions(),
         *,
-        clock: Callable[[], datetime] = _utcnow,
+        clock: Callable[[], datetime] = utcnow,
         registry: Registry = DEFAULT_REGISTRY,
     ) -> None:
         problems = options.problems()

@@ -33,11 +33,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Final
 
 from returns.result import Result
 
+from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
@@ -85,9 +86,6 @@ class CycleResult:
         return write.patch.assigned_pod if write is not None and write.purpose == "bind" else ""
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
 
 class SchedulingCycle:
     """Carries out the pure step for one key against the two atoms. Safe to call from N
@@ -105,7 +103,7 @@ class SchedulingCycle:
         events: EventRecorder | None = None,
         cycle_log: CycleLogWriter | None = None,
         may_write: Callable[[], bool] = lambda: True,
-        now: Callable[[], datetime] = _utcnow,
+        now: Callable[[], datetime] = utcnow,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._state = state

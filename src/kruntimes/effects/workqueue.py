@@ -76,7 +76,7 @@ def by_policy(
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
+class ExponentialDelay:
     """Per-key exponential back-off for failed keys (client-go ``ItemExponentialFailureRateLimiter``)."""
 
     base: float = 0.005
@@ -93,7 +93,7 @@ class Backoff:
         return min(self.base * (2.0**failures), self.cap)
 
 
-DEFAULT_BACKOFF = Backoff()
+DEFAULT_BACKOFF = ExponentialDelay()
 
 
 @final
@@ -105,7 +105,7 @@ class WorkQueue(Generic[K]):
         *,
         clock: Clock = time.monotonic,
         order: Callable[[K, int], SupportsRichComparison] = fifo,
-        backoff: Backoff = DEFAULT_BACKOFF,
+        backoff: ExponentialDelay = DEFAULT_BACKOFF,
     ) -> None:
         self._clock = clock
         self._order = order

@@ -27,7 +27,8 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import Ledger, ReserveConflict
 from kruntimes.pure.model.objects import Reservation, RunKey
 from kruntimes.pure.model.plan import CycleError, Plan
-from kruntimes.pure.readers.scenario import Object, Scenario
+from kruntimes.pure.model.objects import Object
+from kruntimes.pure.readers.scenario import Scenario
 from kruntimes.pure.step import Step, Written, apply, settle, transact
 
 

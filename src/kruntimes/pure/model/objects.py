@@ -415,6 +415,10 @@ class Snapshot:
     hosts: Mapping[LabelSelector, frozenset[str]] | None = field(default=None, compare=False, repr=False)
 
 
+
+Object: TypeAlias = "RuntimePod | Run | Workspace"
+"""A decoded Kubernetes object the scheduler reads."""
+
 # --- which pods host a target a selector matches (SPEC §4–§5) --------------------------
 
 

@@ -13,11 +13,12 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, TypeAlias, cast
+from typing import Final, cast
 
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.kube import decode_object, decode_requests
 from kruntimes.pure.model.objects import (
     API_VERSION,
@@ -29,14 +30,12 @@ from kruntimes.pure.model.objects import (
     RunKey,
     RuntimePod,
     SchedulerConfig,
-    Workspace,
     frozen_labels,
     frozen_resources,
 )
 from kruntimes.pure.model.quantity import Amount, parse_nonnegative_integer
 from kruntimes.pure.model.times import format_time, parse_duration, parse_time
 
-Object: TypeAlias = RuntimePod | Run | Workspace
 
 DEFAULT_NAMESPACE: Final = "default"
 DEFAULT_RESOURCE_VERSION: Final = "1"

@@ -43,6 +43,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar
 
+from kruntimes.pure.model.objects import Object
 from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
 from kruntimes.pure.model.objects import (
     EMPTY_LABELS,
@@ -63,7 +64,6 @@ from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.model.resources import add, plus_reserved, subtract
 
 EventType: TypeAlias = Literal["ADDED", "MODIFIED", "DELETED"]
-Object: TypeAlias = RuntimePod | Run | Workspace
 
 _NsName: TypeAlias = tuple[str, str]
 """``(namespace, name)``; also ``(namespace, uid)`` and ``(namespace, runtime)``."""
