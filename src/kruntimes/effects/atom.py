@@ -19,10 +19,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar, final
 
-from returns.result import Result, Success
 
 T = TypeVar("T")
-E = TypeVar("E")
 R = TypeVar("R")
 
 
@@ -77,20 +75,3 @@ class Atom(Generic[T]):
             new, answer = fn(old)
             if self.compare_and_set(old, new):
                 return answer
-
-    def swap_result(self, fn: Callable[[T], Result[T, E]]) -> Result[T, E]:
-        """Apply ``fn`` atomically, committing only a ``Success``; a ``Failure`` leaves the value as it was.
-
-        The returned ``Success`` holds the value that was stored. A ``Failure`` is
-        judged against the latest value: if a concurrent writer changed the value
-        while ``fn`` ran, it is *not* retried (the failure was a correct answer for
-        a value that existed), matching a reserve that saw a conflict.
-        """
-        while True:
-            old = self._value
-            outcome = fn(old)
-            if not isinstance(outcome, Success):
-                return outcome
-            new: T = outcome.unwrap()
-            if self.compare_and_set(old, new):
-                return outcome
