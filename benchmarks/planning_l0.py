@@ -10,8 +10,8 @@ target is missed. See benchmarks/README.md ("planning_l0.py") for the method.
 
 **Cycles.** A world is (P Runtime Pods, A active Runs) in one namespace, one
 runtime, plus 100 assumed reservations in the ledger (Pending Runs whose bind
-is in flight). Per world, five Runs are planned (``snapshot.take`` then
-``plan_cycle``, timed together): ``plain`` (no affinity), ``anti`` (required
+is in flight). Per world, five Runs are planned (``step.plan``: the ledger
+observed and synced, ``snapshot.take``, ``plan_cycle``, timed together): ``plain`` (no affinity), ``anti`` (required
 anti-affinity against 10 % of the active Runs), ``cohort`` (required affinity
 to its own label: the bootstrap), ``preferred`` (two preferred terms) and
 ``full`` (requests more than any pod has free: every pod is rejected, the Wait
@@ -47,11 +47,10 @@ from typing import Final
 from _worlds import runtime_pod
 
 from kruntimes.effects.runner import GC_GEN0_THRESHOLD
-from kruntimes.pure import ledger, snapshot
+from kruntimes.pure import ledger, step
 from kruntimes.pure.state import cluster
 from kruntimes.pure.state.cluster import ClusterState, Event
 from kruntimes.pure.readers.kube import decode_run
-from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger
 from kruntimes.pure.model.objects import (
     API_VERSION,
@@ -201,9 +200,9 @@ def build_world(pods: int, active: int) -> World:
 def one_cycle_ns(world: World, variant: str) -> int:
     key = PLANNED[variant].key
     start = time.perf_counter_ns()
-    snap = snapshot.take(world.state, world.ledger, key, NOW, DEFAULT_CONFIG)
-    plan = plan_cycle(snap)
+    planned = step.plan(world.state, world.ledger, key, NOW, DEFAULT_CONFIG)  # observe, sync, take, plan
     elapsed = time.perf_counter_ns() - start
+    plan = planned.planned
     if not isinstance(plan.value_or(None), EXPECTED[variant]):
         raise AssertionError(f"{variant} at {world.pods} pods planned {plan}")
     return elapsed
