@@ -2,7 +2,7 @@
 
 One dequeued Run key goes through, in this order:
 
-    observe + sync   the ledger's view of the Run and its namespace (§3.1, §6)
+    sync             the ledger's view of the Run's namespace (§3.1, §6)
     snapshot         ``snapshot.take`` on the synced ledger (§3.8)
     plan             ``planner.plan_cycle`` (§3.2–3.12)
     reserve          for a ``Bind``: the compare-and-swap against the latest state (§3.13, §6)
@@ -327,9 +327,9 @@ def plan(
 
 
 def _observed(state: ClusterState, ledger: Ledger, key: RunKey) -> Ledger:
-    run = state.run(key)
-    if run is not None:
-        ledger = ledgers.observe(ledger, run)
+    """SPEC §3.1 and §6 in one pass: ``sync`` drops every reservation of the namespace the
+    state has overtaken, this Run's included (what ``ledger.observe`` does for one Run as its
+    watch event arrives)."""
     return ledgers.sync(ledger, state, key.namespace)
 
 
