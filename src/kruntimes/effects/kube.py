@@ -6,7 +6,8 @@ users expect: ``--kubeconfig``, then ``$KUBECONFIG``, then ``~/.kube/config``,
 then the in-cluster service account. Requests go straight through the package's
 ``urllib3`` pool manager (TLS and client certificates already set up) and bodies
 are read with ``json.loads``: the typed-model deserialisation of the generated
-client costs 16–19× ``json.loads`` and we decode into our own records anyway
+client costs many times ``json.loads`` (docs/performance.md, "Design
+measurements") and we decode into our own records anyway
 (``kruntimes.pure.readers.kube``).
 
 Request/response calls return ``Result[..., ApiError]``; ``watch`` is a

@@ -35,7 +35,7 @@ class PodScore(NamedTuple):
 
     A ``NamedTuple`` (immutable, same fields and keyword constructor as before)
     because a cycle builds one per feasible pod: thousands per cycle at scale,
-    and a tuple is several times cheaper to build than a frozen dataclass.
+    and a tuple is cheaper to build than a frozen dataclass.
     """
 
     pod: str
@@ -57,7 +57,7 @@ class ScoreTable:
 
     Picking the best pod needs the totals alone; the ranked ``PodScore`` rows are
     for the cycle log, ``explain`` and ``simulate``. Building them costs a tuple per
-    pod and a sort, a third of a cycle at a thousand pods, so the table keeps the
+    pod and a sort (a large share of a cycle at scale), so the table keeps the
     columns and ranks them on first use (once: the result is kept). The value is
     immutable either way: the same inputs always give the same ranking.
     """

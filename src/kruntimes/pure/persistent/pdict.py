@@ -1,9 +1,9 @@
 """``PDict``: the persistent hash map behind ``ClusterState``'s indexes (private).
 
-Why not pyrsistent's ``PMap`` here: measured on the target machines a ``PMap``
-lookup costs 15–20× a dict lookup, iterating one is ~22× slower, and every
-update makes a new ``PVector`` of all buckets whose GC traversal walks the
-whole map, so at 50k Runs one watch event paid ~250 µs with the collector on.
+Why not pyrsistent's ``PMap`` here: its lookups and iteration are many times
+a dict's, and every update makes a new ``PVector`` of all buckets whose GC
+traversal walks the whole map, so a large state paid for the collector on
+every watch event (figures: docs/performance.md, "Design measurements").
 
 The shape: a hash trie, fan-out 32, whose leaves are small plain dicts (at
 most ``LEAF_MAX`` entries, split by the next 5 hash bits when they grow past

@@ -410,9 +410,10 @@ def _state(
     label_values: PDict[_NsName, PDict[str, str]],
     groups: PDict[_NsName, _PodGroup],
 ) -> ClusterState:
-    """``ClusterState(...)`` with the fields in declaration order, ~3× faster: a frozen
-    dataclass's ``__init__`` pays an ``object.__setattr__`` call per field, which is
-    a fifth of a status-update event. The value is the same frozen instance."""
+    """``ClusterState(...)`` with the fields in declaration order, without the frozen
+    dataclass's ``__init__`` and its ``object.__setattr__`` call per field (one state is
+    built per watch event; docs/performance.md, "Design measurements"). The value is the
+    same frozen instance."""
     state: ClusterState = _new_object(ClusterState)
     s0, s1, s2, s3, s4, s5, s6, s7, s8, s9 = _STATE_SETTERS
     s0(state, runs)
