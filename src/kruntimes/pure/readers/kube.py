@@ -20,7 +20,6 @@ from typing import Final, Generic, NoReturn, TypeAlias, TypeVar, cast
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.model.messages import bounded_name
 from kruntimes.pure.model.objects import (
     NO_AFFINITY,
     API_VERSION,
@@ -63,6 +62,10 @@ ONE_RUN: Final[Resources] = frozen_resources({RUNS_RESOURCE: 1})
 
 MAX_TERMS: Final = 32
 """At most this many terms per affinity list (the CRD's bound; keeps hostile input cheap)."""
+
+MAX_NAME: Final = 253
+"""The longest name Kubernetes allows (a DNS subdomain); a longer runtime or workspace name
+cannot name anything, and messages echo these names whole."""
 
 
 DecodeError: TypeAlias = JsonError
@@ -309,6 +312,17 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
     return _requests_of(entries)
 
 
+MAX_RESOURCE_NAME: Final = MAX_NAME + 1 + 63
+"""The longest valid resource name: a qualified name, ``prefix/name``."""
+
+
+def _bad_request_message(name: str) -> str:
+    if len(name) > MAX_RESOURCE_NAME:
+        # Longer than any resource name: its length is told rather than its text.
+        return f"a resource request (named with {len(name)} characters) must be a non-negative integer"
+    return f'resource request "{name}" must be a non-negative integer'
+
+
 def _requests_of(entries: Mapping[str, object]) -> tuple[Resources, str | None]:
     valid: dict[str, Amount] = {}
     bad: list[str] = []
@@ -326,7 +340,7 @@ def _requests_of(entries: Mapping[str, object]) -> tuple[Resources, str | None]:
         valid[RUNS_RESOURCE] = 1
     error = None
     if bad:
-        error = f'resource request "{bounded_name(min(bad))}" must be a non-negative integer'
+        error = _bad_request_message(min(bad))
     if len(valid) == 1 and valid[RUNS_RESOURCE] == 1:
         return ONE_RUN, error  # the common request: one shared map instead of one per Run
     return frozen_resources(valid), error
@@ -546,6 +560,11 @@ def decode_affinity(value: object) -> Result[RunAffinity, str]:
         return Failure(f"{problem.error.path} {problem.error.message}")
 
 
+WORKSPACE_API_GROUPS: Final = frozenset({API_VERSION, GROUP})
+"""``spec.workspace.apiGroup`` values naming the PersistentWorkspace API: the CRD's default
+``kruntimes.io/v1alpha1`` (what an API server hands over) and the bare group."""
+
+
 def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
     if value is None:
         return None, None
@@ -555,12 +574,15 @@ def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
     name = ref.get("name")
     if not isinstance(name, str) or not name:
         return None, "spec.workspace.name must be a non-empty string"
+    if len(name) > MAX_NAME:
+        return None, f"spec.workspace.name must be at most {MAX_NAME} characters"
     kind = ref.get("kind", WORKSPACE_KIND)
     if kind != WORKSPACE_KIND:
         return None, f"spec.workspace.kind must be {WORKSPACE_KIND}"
-    api_group = ref.get("apiGroup", GROUP)
-    if api_group != GROUP:
-        return None, f"spec.workspace.apiGroup must be {GROUP}"
+    api_group = ref.get("apiGroup", API_VERSION)
+    if api_group not in WORKSPACE_API_GROUPS:
+        return None, f"spec.workspace.apiGroup must be {API_VERSION} (or {GROUP})"
+    # One value for every spelling: a reference decodes equal however it was written.
     return WorkspaceRef(name=name), None
 
 
@@ -604,6 +626,8 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
     runtime = runtime_value if isinstance(runtime_value, str) else ""
     if not isinstance(runtime_value, str):
         spec_error = spec_error or "spec.runtime must be a string"
+    elif len(runtime_value) > MAX_NAME:
+        spec_error = spec_error or f"spec.runtime must be at most {MAX_NAME} characters"
     resources = spec.get("resources")
     resources_map = as_map(resources)
     requests, requests_error = decode_requests((resources_map or {}).get("requests"))
