@@ -7,7 +7,6 @@ This is a purely computational module: it never reads the clock.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from typing import Final
 

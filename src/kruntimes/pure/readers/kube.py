@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Final, Generic, NoReturn, TypeAlias, TypeVar, cast
