@@ -29,6 +29,7 @@ from kruntimes.effects.leader import DEFAULT_LEASE_NAME, default_identity
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions, parse_bind_address
+from kruntimes.pure.model.objects import DEFAULT_CONFIG
 from kruntimes.pure.model.times import parse_duration
 
 log = logging.getLogger("kruntimes.scheduler")
@@ -74,6 +75,17 @@ def _duration(text: str) -> timedelta:
     if parsed <= timedelta(0):
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return parsed
+
+
+def _stale_after(text: str) -> timedelta:
+    """``--heartbeat-stale-after``: 0 means the default (15 s), as in SchedulerConfig and SPEC §1."""
+    parsed = parse_duration(text)
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 500ms, 15s, 1m30s)")
+    if parsed < timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0 means the default, 15s)")
+    # The default itself rather than 0: the options keep one meaning for every value.
+    return parsed if parsed > timedelta(0) else DEFAULT_CONFIG.heartbeat_stale_after
 
 
 def _at_least(convert: Callable[[str], _Number], minimum: _Number, what: str) -> Callable[[str], _Number]:
@@ -130,10 +142,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     scheduling.add_argument(
         "--heartbeat-stale-after",
-        type=_duration,
-        default=timedelta(seconds=15),
+        type=_stale_after,
+        default=DEFAULT_CONFIG.heartbeat_stale_after,
         metavar="DURATION",
-        help="a Runtime Pod whose runtimed heartbeat is older is unavailable (default: 15s)",
+        help="a Runtime Pod whose runtimed heartbeat is older is unavailable (default: 15s; 0 means the default)",
     )
 
     election = parser.add_argument_group("leader election (run several replicas; one schedules)")

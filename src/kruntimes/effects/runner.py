@@ -136,7 +136,7 @@ class SchedulerOptions:
     health_probe_bind_address: str = ":8081"
     """``host:port`` for ``/healthz`` and ``/readyz``; ``0`` disables."""
     heartbeat_stale_after: timedelta = timedelta(seconds=15)
-    """A Runtime Pod whose heartbeat is older than this is unavailable (SPEC §1)."""
+    """A Runtime Pod whose heartbeat is older than this is unavailable; ``<= 0`` means the default, 15 s (SPEC §1)."""
     cycle_log: Path | None = None
     """Append every cycle's record here (``kruntimes replay`` re-plans it); ``None``: off."""
     cycle_log_max_bytes: int = DEFAULT_MAX_BYTES
@@ -161,8 +161,6 @@ class SchedulerOptions:
                 parse_bind_address(address)
             except ValueError as problem:
                 found.append(f"{flag}: {problem}")
-        if self.heartbeat_stale_after <= timedelta(0):
-            found.append("--heartbeat-stale-after must be positive")
         if self.cycle_log_max_bytes <= 0:
             found.append("--cycle-log-max-bytes must be positive")
         if self.cycle_log_backups < 0:

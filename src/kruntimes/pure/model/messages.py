@@ -7,6 +7,8 @@ that returns them, and says which of the Pending messages below they call for
 and with what precedence. Messages carry the
 runtime and workspace names the Run itself names, and nothing else: never a
 pod name (except the bind condition's own pod), a Run name or selector text.
+Names are written whole: the CRDs and Kubernetes bound every one to 253
+characters, and decoding fails a Run whose names are longer (InvalidSpec).
 This is a purely computational module with no side effects.
 """
 
@@ -34,16 +36,6 @@ REASON_INVALID_SPEC: Final = "InvalidSpec"
 CANCELLED_MESSAGE: Final = "cancelled by user"
 INVALID_AFFINITY_PREFIX: Final = "invalid run affinity: "
 
-MAX_NAME_IN_MESSAGE: Final = 63
-"""Names a Run supplies are cut to this length in messages (a DNS label's bound), so a
-hostile spec cannot make a status message or Event of unbounded size."""
-
-
-def bounded_name(name: str) -> str:
-    """``name`` as it may appear in a message: at most 63 characters, then an ellipsis."""
-    return name if len(name) <= MAX_NAME_IN_MESSAGE else name[:MAX_NAME_IN_MESSAGE] + "…"
-
-
 def invalid_affinity_message(detail: str) -> str:
     """``invalid run affinity: <detail>``; ``detail`` names field paths only (decode guarantees it)."""
     return INVALID_AFFINITY_PREFIX + detail
@@ -60,16 +52,16 @@ def assigned_message(pod: str) -> str:
 
 
 def waiting_for_pods(runtime: str) -> str:
-    return f'waiting for available runtime pods for runtime "{bounded_name(runtime)}"'
+    return f'waiting for available runtime pods for runtime "{runtime}"'
 
 
 def waiting_for_affinity(runtime: str) -> str:
-    return f'waiting for available runtime pods satisfying required Run affinity for runtime "{bounded_name(runtime)}"'
+    return f'waiting for available runtime pods satisfying required Run affinity for runtime "{runtime}"'
 
 
 def waiting_for_anti_affinity(runtime: str) -> str:
-    return f'waiting for available runtime pods satisfying required Run anti-affinity for runtime "{bounded_name(runtime)}"'
+    return f'waiting for available runtime pods satisfying required Run anti-affinity for runtime "{runtime}"'
 
 
 def waiting_for_workspace(workspace: str, runtime: str) -> str:
-    return f'waiting for workspace "{bounded_name(workspace)}" placement for runtime "{bounded_name(runtime)}"'
+    return f'waiting for workspace "{workspace}" placement for runtime "{runtime}"'

@@ -7,22 +7,22 @@ This is a purely computational module: it never reads the clock.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_MICROS: Final = {
-    "ns": 0.001,
-    "us": 1.0,
-    "µs": 1.0,
-    "μs": 1.0,
-    "ms": 1_000.0,
-    "s": 1_000_000.0,
-    "m": 60_000_000.0,
-    "h": 3_600_000_000.0,
+_UNIT_NANOS: Final = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,  # U+00B5 MICRO SIGN
+    "μs": 1_000,  # U+03BC GREEK SMALL LETTER MU
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
 }
-_MAX_DURATION: Final = timedelta(days=365 * 100)
+_GO_LIMIT: Final = 1 << 63
+"""Go holds a duration in int64 nanoseconds: magnitudes up to 2^63 (negative) or 2^63 − 1."""
+_DIGITS: Final = frozenset("0123456789")
 
 
 def parse_time(text: str) -> datetime | None:
@@ -50,36 +50,84 @@ def format_time(value: datetime) -> str:
 
 
 def parse_duration(text: str) -> timedelta | None:
-    """Parse a Go duration (``500ms``, ``15s``, ``1m30s``, ``-2s``); ``None`` if malformed.
+    """Parse a Go duration exactly as Go's ``time.ParseDuration`` does; ``None`` where Go errs.
 
-    A bare ``0`` is zero, as in Go. Durations beyond a century are refused.
+    ``500ms``, ``1m30s``, ``-2s``, ``1.5h``, ``2562047h``; a bare ``0`` (signed or not)
+    is zero; a value outside Go's int64-nanosecond range (about ±292 years) is
+    refused, as Go refuses it. Go resolves nanoseconds and ``timedelta``
+    microseconds: a remainder finer than 1 µs rounds away from zero, so a
+    non-zero duration (``1ns``) never becomes zero and never shorter than written.
     """
-    if not text or len(text) > 64:
+    if not text:
         return None
-    sign = 1
     body = text
+    negative = False
     if body[0] in "+-":
-        sign = -1 if body[0] == "-" else 1
+        negative = body[0] == "-"
         body = body[1:]
     if body == "0":
         return timedelta(0)
-    pos = 0
-    micros = 0.0
-    while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
-        if match is None:
+    if not body:
+        return None
+    nanos = _go_nanoseconds(body)
+    if nanos is None or nanos > (_GO_LIMIT if negative else _GO_LIMIT - 1):
+        return None
+    micros = -(-nanos // 1_000)  # ceiling: see the docstring
+    return timedelta(microseconds=-micros if negative else micros)
+
+
+def _go_nanoseconds(body: str) -> int | None:
+    """The unsigned nanoseconds of ``(digits[.digits]unit)+``, or ``None``; Go's algorithm,
+    including its float arithmetic for fractions, so results agree to the nanosecond."""
+    total = 0
+    pos, end = 0, len(body)
+    while pos < end:
+        start = pos
+        while pos < end and body[pos] in _DIGITS:
+            pos += 1
+        whole_digits = body[start:pos]
+        fraction_digits = ""
+        if pos < end and body[pos] == ".":
+            pos += 1
+            fraction_start = pos
+            while pos < end and body[pos] in _DIGITS:
+                pos += 1
+            fraction_digits = body[fraction_start:pos]
+        if not whole_digits and not fraction_digits:
             return None
-        micros += float(match.group(1)) * _UNIT_MICROS[match.group(2)]
-        pos = match.end()
-    if pos == 0:
-        return None
-    try:
-        result = timedelta(microseconds=sign * micros)
-    except OverflowError:
-        return None
-    if abs(result) > _MAX_DURATION:
-        return None
-    return result
+        unit_start = pos
+        while pos < end and body[pos] != "." and body[pos] not in _DIGITS:
+            pos += 1
+        unit = _UNIT_NANOS.get(body[unit_start:pos])
+        if unit is None:
+            return None
+        whole = int(whole_digits) if whole_digits else 0
+        if whole > _GO_LIMIT // unit:
+            return None
+        value = whole * unit
+        if fraction_digits:
+            fraction, scale = _leading_fraction(fraction_digits)
+            if fraction > 0:
+                value += int(float(fraction) * (float(unit) / scale))
+                if value > _GO_LIMIT:
+                    return None
+        total += value
+        if total > _GO_LIMIT:
+            return None
+    return total
+
+
+def _leading_fraction(digits: str) -> tuple[int, float]:
+    """Go's ``leadingFraction``: digits past int64 precision are dropped, not an error."""
+    fraction, scale = 0, 1.0
+    for digit in digits:
+        if fraction > (_GO_LIMIT - 1) // 10:
+            break
+        candidate = fraction * 10 + int(digit)
+        if candidate > _GO_LIMIT:
+            break
+        fraction, scale = candidate, scale * 10
+    return fraction, scale
 
 
 def format_duration(value: timedelta) -> str:

@@ -22,15 +22,32 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
-from typing import Final, TypeAlias, TypeVar, cast, get_args
+from typing import Final, TypeAlias, cast, get_args
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.readers.kube import DecodeError, DecodeReason
+from kruntimes.pure.readers.json import (
+    Invalid,
+    JsonError,
+    expect_int,
+    expect_object,
+    expect_string,
+    field,
+    get_bool,
+    get_int,
+    get_items,
+    get_nullable,
+    get_number,
+    get_optional_string,
+    get_string,
+    join,
+    reading,
+    wrong,
+)
 from kruntimes.pure.model.objects import (
     OPERATORS,
     AffinityTerm,
@@ -304,112 +321,6 @@ def encode_record(record: CycleRecord) -> str:
 # --- decoding ---------------------------------------------------------------------------
 
 
-class _Malformed(Exception):
-    """Internal control flow of the decoder; never escapes :func:`decode_record`."""
-
-    def __init__(self, reason: DecodeReason, path: str, message: str) -> None:
-        super().__init__(message)
-        self.reason: DecodeReason = reason
-        self.path = path
-        self.message = message
-
-
-_T = TypeVar("_T")
-
-
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
-def _wrong(path: str, expected: str, value: object) -> _Malformed:
-    return _Malformed("WrongType", path, f"must be {expected}, not {_type_name(value)}")
-
-
-def _object(value: object, path: str) -> Mapping[str, object]:
-    if not isinstance(value, dict):
-        raise _wrong(path, "an object", value)
-    return cast(Mapping[str, object], value)
-
-
-def _get(obj: Mapping[str, object], key: str, path: str) -> object:
-    if key not in obj:
-        raise _Malformed("MissingField", _join(path, key), "is missing")
-    return obj[key]
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _str(obj: Mapping[str, object], key: str, path: str) -> str:
-    value = _get(obj, key, path)
-    if not isinstance(value, str):
-        raise _wrong(_join(path, key), "a string", value)
-    return value
-
-
-def _opt_str(obj: Mapping[str, object], key: str, path: str) -> str | None:
-    value = _get(obj, key, path)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _wrong(_join(path, key), "a string or null", value)
-    return value
-
-
-def _bool(obj: Mapping[str, object], key: str, path: str) -> bool:
-    value = _get(obj, key, path)
-    if not isinstance(value, bool):
-        raise _wrong(_join(path, key), "a boolean", value)
-    return value
-
-
-def _int_value(value: object, path: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _wrong(path, "an integer", value)
-    return value
-
-
-def _int(obj: Mapping[str, object], key: str, path: str) -> int:
-    return _int_value(_get(obj, key, path), _join(path, key))
-
-
-def _float(obj: Mapping[str, object], key: str, path: str) -> float:
-    value = _get(obj, key, path)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _wrong(_join(path, key), "a number", value)
-    return float(value)
-
-
-def _list(obj: Mapping[str, object], key: str, path: str) -> Sequence[object]:
-    value = _get(obj, key, path)
-    if not isinstance(value, list):
-        raise _wrong(_join(path, key), "a list", value)
-    return cast(Sequence[object], value)
-
-
-def _items(obj: Mapping[str, object], key: str, path: str, item: Callable[[object, str], _T]) -> tuple[_T, ...]:
-    here = _join(path, key)
-    return tuple(item(value, f"{here}[{index}]") for index, value in enumerate(_list(obj, key, path)))
-
-
-def _nullable(
-    obj: Mapping[str, object], key: str, path: str, item: Callable[[object, str], _T]
-) -> _T | None:
-    value = _get(obj, key, path)
-    return None if value is None else item(value, _join(path, key))
-
-
 _DECIMAL: Final = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?")
 _MAX_AMOUNT_TEXT: Final = 1024
 
@@ -418,43 +329,43 @@ def _amount(text: str, path: str) -> Amount:
     """The exact inverse of :func:`format_quantity` (plain decimals only)."""
     match = _DECIMAL.fullmatch(text) if len(text) <= _MAX_AMOUNT_TEXT else None
     if match is None:
-        raise _Malformed("WrongType", path, f"must be a decimal quantity, not {text[:40]!r}")
+        raise Invalid(path, f"must be a decimal quantity, not {text[:40]!r}")
     sign, whole, frac = match.group(1), match.group(2), match.group(3) or ""
     value: Amount = Fraction(int(whole + frac), 10 ** len(frac)) if frac else int(whole)
     return normalize(-value if sign else value)
 
 
 def _resources(obj: Mapping[str, object], key: str, path: str) -> Resources:
-    here = _join(path, key)
-    raw = _object(_get(obj, key, path), here)
+    here = join(path, key)
+    raw = expect_object(field(obj, key, path), here)
     amounts: dict[str, Amount] = {}
     for name, value in raw.items():
         if not isinstance(value, str):
-            raise _wrong(_join(here, name), "a quantity string", value)
-        amounts[name] = _amount(value, _join(here, name))
+            raise wrong(join(here, name), "a quantity string", value)
+        amounts[name] = _amount(value, join(here, name))
     return frozen_resources(amounts)
 
 
 def _label_map(obj: Mapping[str, object], key: str, path: str) -> Labels:
-    here = _join(path, key)
-    raw = _object(_get(obj, key, path), here)
+    here = join(path, key)
+    raw = expect_object(field(obj, key, path), here)
     for name, value in raw.items():
         if not isinstance(value, str):
-            raise _wrong(_join(here, name), "a string", value)
+            raise wrong(join(here, name), "a string", value)
     return frozen_labels(cast(Mapping[str, str], raw))
 
 
 def _time_value(value: object, path: str) -> datetime:
     if not isinstance(value, str):
-        raise _wrong(path, "an RFC 3339 time string", value)
+        raise wrong(path, "an RFC 3339 time string", value)
     parsed = parse_time(value)
     if parsed is None:
-        raise _Malformed("WrongType", path, f"must be an RFC 3339 time, not {value[:40]!r}")
+        raise Invalid(path, f"must be an RFC 3339 time, not {value[:40]!r}")
     return parsed
 
 
 def _opt_time(obj: Mapping[str, object], key: str, path: str) -> datetime | None:
-    return _nullable(obj, key, path, _time_value)
+    return get_nullable(obj, key, path, _time_value)
 
 
 _DURATION: Final = re.compile(r"(-?)([0-9]{1,20})(s|ms|us)")
@@ -464,181 +375,175 @@ _DURATION_UNIT_MICROS: Final = {"s": 1_000_000, "ms": 1_000, "us": 1}
 def _duration_value(value: object, path: str) -> timedelta:
     """The exact inverse of :func:`format_duration` (``N s|ms|us``), in integer microseconds."""
     if not isinstance(value, str):
-        raise _wrong(path, "a duration string", value)
+        raise wrong(path, "a duration string", value)
     match = _DURATION.fullmatch(value)
     if match is None:
-        raise _Malformed("WrongType", path, f"must be a duration such as 15s, 500ms or 250us, not {value[:40]!r}")
+        raise Invalid(path, f"must be a duration such as 15s, 500ms or 250us, not {value[:40]!r}")
     micros = int(match.group(2)) * _DURATION_UNIT_MICROS[match.group(3)]
     try:
         return timedelta(microseconds=-micros if match.group(1) else micros)
     except OverflowError:
-        raise _Malformed("WrongType", path, "is out of range") from None
+        raise Invalid(path, "is out of range") from None
 
 
 def _condition_from(value: object, path: str) -> Condition:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return Condition(
-        type=_str(obj, "type", path),
-        status=_str(obj, "status", path),
-        reason=_str(obj, "reason", path),
-        message=_str(obj, "message", path),
+        type=get_string(obj, "type", path),
+        status=get_string(obj, "status", path),
+        reason=get_string(obj, "reason", path),
+        message=get_string(obj, "message", path),
         last_transition_time=_opt_time(obj, "last_transition_time", path),
         last_probe_time=_opt_time(obj, "last_probe_time", path),
     )
 
 
 def _requirement_from(value: object, path: str) -> Requirement:
-    obj = _object(value, path)
-    operator = _str(obj, "operator", path)
+    obj = expect_object(value, path)
+    operator = get_string(obj, "operator", path)
     if operator not in OPERATORS:
-        raise _Malformed("WrongType", _join(path, "operator"), "must be one of In, NotIn, Exists, DoesNotExist")
-    values = _items(obj, "values", path, _string_item)
-    return Requirement(_str(obj, "key", path), cast(Operator, operator), frozenset(values))
-
-
-def _string_item(value: object, path: str) -> str:
-    if not isinstance(value, str):
-        raise _wrong(path, "a string", value)
-    return value
+        raise Invalid(join(path, "operator"), "must be one of In, NotIn, Exists, DoesNotExist")
+    values = get_items(obj, "values", path, expect_string)
+    return Requirement(get_string(obj, "key", path), cast(Operator, operator), frozenset(values))
 
 
 def _term_from(value: object, path: str) -> AffinityTerm:
-    obj = _object(value, path)
-    requirements = _items(obj, "selector", path, _requirement_from)
-    return AffinityTerm(LabelSelector(requirements), _str(obj, "topology_key", path))
+    obj = expect_object(value, path)
+    requirements = get_items(obj, "selector", path, _requirement_from)
+    return AffinityTerm(LabelSelector(requirements), get_string(obj, "topology_key", path))
 
 
 def _weighted_from(value: object, path: str) -> WeightedTerm:
-    obj = _object(value, path)
-    return WeightedTerm(_int(obj, "weight", path), _term_from(_get(obj, "term", path), _join(path, "term")))
+    obj = expect_object(value, path)
+    return WeightedTerm(get_int(obj, "weight", path), _term_from(field(obj, "term", path), join(path, "term")))
 
 
 def _affinity_from(value: object, path: str) -> RunAffinity:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return RunAffinity(
-        required=_items(obj, "required", path, _term_from),
-        preferred=_items(obj, "preferred", path, _weighted_from),
-        anti_required=_items(obj, "anti_required", path, _term_from),
-        anti_preferred=_items(obj, "anti_preferred", path, _weighted_from),
+        required=get_items(obj, "required", path, _term_from),
+        preferred=get_items(obj, "preferred", path, _weighted_from),
+        anti_required=get_items(obj, "anti_required", path, _term_from),
+        anti_preferred=get_items(obj, "anti_preferred", path, _weighted_from),
     )
 
 
 def _workspace_ref_from(value: object, path: str) -> WorkspaceRef:
-    obj = _object(value, path)
-    return WorkspaceRef(_str(obj, "name", path), _str(obj, "kind", path), _str(obj, "api_group", path))
+    obj = expect_object(value, path)
+    return WorkspaceRef(get_string(obj, "name", path), get_string(obj, "kind", path), get_string(obj, "api_group", path))
 
 
 def _run_status_from(value: object, path: str) -> RunStatus:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return RunStatus(
-        phase=_str(obj, "phase", path),
-        assigned_pod=_str(obj, "assigned_pod", path),
-        assigned_pod_uid=_str(obj, "assigned_pod_uid", path),
-        message=_str(obj, "message", path),
-        attempt=_int(obj, "attempt", path),
-        conditions=_items(obj, "conditions", path, _condition_from),
+        phase=get_string(obj, "phase", path),
+        assigned_pod=get_string(obj, "assigned_pod", path),
+        assigned_pod_uid=get_string(obj, "assigned_pod_uid", path),
+        message=get_string(obj, "message", path),
+        attempt=get_int(obj, "attempt", path),
+        conditions=get_items(obj, "conditions", path, _condition_from),
         completion_time=_opt_time(obj, "completion_time", path),
     )
 
 
 def _run_from(value: object, path: str) -> Run:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return Run(
-        namespace=_str(obj, "namespace", path),
-        name=_str(obj, "name", path),
-        uid=_str(obj, "uid", path),
-        resource_version=_str(obj, "resource_version", path),
+        namespace=get_string(obj, "namespace", path),
+        name=get_string(obj, "name", path),
+        uid=get_string(obj, "uid", path),
+        resource_version=get_string(obj, "resource_version", path),
         creation_timestamp=_opt_time(obj, "creation_timestamp", path),
         labels=_label_map(obj, "labels", path),
-        runtime=_str(obj, "runtime", path),
+        runtime=get_string(obj, "runtime", path),
         requests=_resources(obj, "requests", path),
-        requests_error=_opt_str(obj, "requests_error", path),
-        affinity=_affinity_from(_get(obj, "affinity", path), _join(path, "affinity")),
-        affinity_error=_opt_str(obj, "affinity_error", path),
-        workspace=_nullable(obj, "workspace", path, _workspace_ref_from),
-        cancel_requested=_bool(obj, "cancel_requested", path),
-        retry_backoff=_nullable(obj, "retry_backoff", path, _duration_value),
-        spec_error=_opt_str(obj, "spec_error", path),
-        status=_run_status_from(_get(obj, "status", path), _join(path, "status")),
+        requests_error=get_optional_string(obj, "requests_error", path),
+        affinity=_affinity_from(field(obj, "affinity", path), join(path, "affinity")),
+        affinity_error=get_optional_string(obj, "affinity_error", path),
+        workspace=get_nullable(obj, "workspace", path, _workspace_ref_from),
+        cancel_requested=get_bool(obj, "cancel_requested", path),
+        retry_backoff=get_nullable(obj, "retry_backoff", path, _duration_value),
+        spec_error=get_optional_string(obj, "spec_error", path),
+        status=_run_status_from(field(obj, "status", path), join(path, "status")),
     )
 
 
 def _pod_from(value: object, path: str) -> RuntimePod:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return RuntimePod(
-        namespace=_str(obj, "namespace", path),
-        name=_str(obj, "name", path),
-        uid=_str(obj, "uid", path),
-        resource_version=_str(obj, "resource_version", path),
-        runtime=_str(obj, "runtime", path),
-        phase=_str(obj, "phase", path),
-        deleting=_bool(obj, "deleting", path),
-        ready=_bool(obj, "ready", path),
-        heartbeat_ok=_bool(obj, "heartbeat_ok", path),
+        namespace=get_string(obj, "namespace", path),
+        name=get_string(obj, "name", path),
+        uid=get_string(obj, "uid", path),
+        resource_version=get_string(obj, "resource_version", path),
+        runtime=get_string(obj, "runtime", path),
+        phase=get_string(obj, "phase", path),
+        deleting=get_bool(obj, "deleting", path),
+        ready=get_bool(obj, "ready", path),
+        heartbeat_ok=get_bool(obj, "heartbeat_ok", path),
         heartbeat_at=_opt_time(obj, "heartbeat_at", path),
         capacity=_resources(obj, "capacity", path),
     )
 
 
 def _slot_from(value: object, path: str) -> PodSlot:
-    obj = _object(value, path)
-    return PodSlot(_pod_from(_get(obj, "pod", path), _join(path, "pod")), _resources(obj, "usage", path))
+    obj = expect_object(value, path)
+    return PodSlot(_pod_from(field(obj, "pod", path), join(path, "pod")), _resources(obj, "usage", path))
 
 
 def _target_from(value: object, path: str) -> Target:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return Target(
-        pod=_str(obj, "pod", path),
+        pod=get_string(obj, "pod", path),
         labels=_label_map(obj, "labels", path),
-        run_uid=_str(obj, "run_uid", path),
-        assumed=_bool(obj, "assumed", path),
+        run_uid=get_string(obj, "run_uid", path),
+        assumed=get_bool(obj, "assumed", path),
     )
 
 
 def _workspace_from(value: object, path: str) -> Workspace:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return Workspace(
-        namespace=_str(obj, "namespace", path),
-        name=_str(obj, "name", path),
-        uid=_str(obj, "uid", path),
-        resource_version=_str(obj, "resource_version", path),
-        runtime=_str(obj, "runtime", path),
-        mode=_str(obj, "mode", path),
-        phase=_str(obj, "phase", path),
-        bound_pod=_str(obj, "bound_pod", path),
+        namespace=get_string(obj, "namespace", path),
+        name=get_string(obj, "name", path),
+        uid=get_string(obj, "uid", path),
+        resource_version=get_string(obj, "resource_version", path),
+        runtime=get_string(obj, "runtime", path),
+        mode=get_string(obj, "mode", path),
+        phase=get_string(obj, "phase", path),
+        bound_pod=get_string(obj, "bound_pod", path),
     )
 
 
 def _reservation_from(value: object, path: str) -> Reservation:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return Reservation(
-        namespace=_str(obj, "namespace", path),
-        run_uid=_str(obj, "run_uid", path),
-        run_name=_str(obj, "run_name", path),
-        resource_version=_str(obj, "resource_version", path),
-        pod=_str(obj, "pod", path),
-        pod_uid=_str(obj, "pod_uid", path),
+        namespace=get_string(obj, "namespace", path),
+        run_uid=get_string(obj, "run_uid", path),
+        run_name=get_string(obj, "run_name", path),
+        resource_version=get_string(obj, "resource_version", path),
+        pod=get_string(obj, "pod", path),
+        pod_uid=get_string(obj, "pod_uid", path),
         requests=_resources(obj, "requests", path),
         labels=_label_map(obj, "labels", path),
     )
 
 
 def _snapshot_from(value: object, path: str) -> Snapshot:
-    obj = _object(value, path)
-    key = _object(_get(obj, "key", path), _join(path, "key"))
-    config = _object(_get(obj, "config", path), _join(path, "config"))
+    obj = expect_object(value, path)
+    key = expect_object(field(obj, "key", path), join(path, "key"))
+    config = expect_object(field(obj, "config", path), join(path, "config"))
     return Snapshot(
-        key=RunKey(_str(key, "namespace", _join(path, "key")), _str(key, "name", _join(path, "key"))),
-        run=_nullable(obj, "run", path, _run_from),
-        pods=_items(obj, "pods", path, _slot_from),
-        targets=_items(obj, "targets", path, _target_from),
-        workspace=_nullable(obj, "workspace", path, _workspace_from),
-        reservation=_nullable(obj, "reservation", path, _reservation_from),
-        now=_time_value(_get(obj, "now", path), _join(path, "now")),
+        key=RunKey(get_string(key, "namespace", join(path, "key")), get_string(key, "name", join(path, "key"))),
+        run=get_nullable(obj, "run", path, _run_from),
+        pods=get_items(obj, "pods", path, _slot_from),
+        targets=get_items(obj, "targets", path, _target_from),
+        workspace=get_nullable(obj, "workspace", path, _workspace_from),
+        reservation=get_nullable(obj, "reservation", path, _reservation_from),
+        now=_time_value(field(obj, "now", path), join(path, "now")),
         config=SchedulerConfig(
             heartbeat_stale_after=_duration_value(
-                _get(config, "heartbeat_stale_after", _join(path, "config")),
-                _join(path, "config.heartbeat_stale_after"),
+                field(config, "heartbeat_stale_after", join(path, "config")),
+                join(path, "config.heartbeat_stale_after"),
             )
         ),
     )
@@ -646,28 +551,28 @@ def _snapshot_from(value: object, path: str) -> Snapshot:
 
 def _plugin_from(value: object, path: str) -> tuple[str, int]:
     if not isinstance(value, list) or len(value) != 2:
-        raise _wrong(path, "a [name, weight] pair", value)
+        raise wrong(path, "a [name, weight] pair", value)
     pair = cast(list[object], value)
-    return _string_item(pair[0], f"{path}[0]"), _int_value(pair[1], f"{path}[1]")
+    return expect_string(pair[0], f"{path}[0]"), expect_int(pair[1], f"{path}[1]")
 
 
 def _rejection_from(value: object, path: str) -> tuple[str, str, int]:
     if not isinstance(value, list) or len(value) != 3:
-        raise _wrong(path, "a [plugin, reason, count] triple", value)
+        raise wrong(path, "a [plugin, reason, count] triple", value)
     triple = cast(list[object], value)
     return (
-        _string_item(triple[0], f"{path}[0]"),
-        _string_item(triple[1], f"{path}[1]"),
-        _int_value(triple[2], f"{path}[2]"),
+        expect_string(triple[0], f"{path}[0]"),
+        expect_string(triple[1], f"{path}[1]"),
+        expect_int(triple[2], f"{path}[2]"),
     )
 
 
 def _score_from(value: object, path: str) -> PodScore:
-    obj = _object(value, path)
+    obj = expect_object(value, path)
     return PodScore(
-        pod=_str(obj, "pod", path),
-        by_plugin=_items(obj, "by_plugin", path, _plugin_from),
-        total=_int(obj, "total", path),
+        pod=get_string(obj, "pod", path),
+        by_plugin=get_items(obj, "by_plugin", path, _plugin_from),
+        total=get_int(obj, "total", path),
     )
 
 
@@ -676,72 +581,67 @@ _ERROR_REASONS: Final[frozenset[str]] = frozenset(get_args(CycleErrorReason))
 
 
 def _plan_from(value: object, path: str) -> Result[Plan, CycleError]:
-    obj = _object(value, path)
-    action = _str(obj, "action", path)
+    obj = expect_object(value, path)
+    action = get_string(obj, "action", path)
     plan: Plan
     if action == "Error":
-        reason = _str(obj, "reason", path)
+        reason = get_string(obj, "reason", path)
         if reason not in _ERROR_REASONS:
-            raise _Malformed("WrongType", _join(path, "reason"), f"must be one of {', '.join(sorted(_ERROR_REASONS))}")
-        return Failure(CycleError(cast(CycleErrorReason, reason), _str(obj, "message", path)))
+            raise Invalid(join(path, "reason"), f"must be one of {', '.join(sorted(_ERROR_REASONS))}")
+        return Failure(CycleError(cast(CycleErrorReason, reason), get_string(obj, "message", path)))
     if action == "Bind":
         plan = Bind(
-            pod=_str(obj, "pod", path),
-            pod_uid=_str(obj, "pod_uid", path),
-            ranking=_items(obj, "ranking", path, _string_item),
-            scores=_items(obj, "scores", path, _score_from),
-            rejections=_items(obj, "rejections", path, _rejection_from),
+            pod=get_string(obj, "pod", path),
+            pod_uid=get_string(obj, "pod_uid", path),
+            ranking=get_items(obj, "ranking", path, expect_string),
+            scores=get_items(obj, "scores", path, _score_from),
+            rejections=get_items(obj, "rejections", path, _rejection_from),
         )
     elif action == "Wait":
         plan = Wait(
-            message=_str(obj, "message", path),
-            rejections=_items(obj, "rejections", path, _rejection_from),
-            reason=_str(obj, "reason", path),
-            requeue_after=_float(obj, "requeue_after", path),
+            message=get_string(obj, "message", path),
+            rejections=get_items(obj, "rejections", path, _rejection_from),
+            reason=get_string(obj, "reason", path),
+            requeue_after=get_number(obj, "requeue_after", path),
         )
     elif action == "Fail":
-        plan = Fail(reason=_str(obj, "reason", path), message=_str(obj, "message", path))
+        plan = Fail(reason=get_string(obj, "reason", path), message=get_string(obj, "message", path))
     elif action == "Cancel":
-        plan = Cancel(reason=_str(obj, "reason", path), message=_str(obj, "message", path))
+        plan = Cancel(reason=get_string(obj, "reason", path), message=get_string(obj, "message", path))
     elif action == "Delay":
-        plan = Delay(seconds=_float(obj, "seconds", path))
+        plan = Delay(seconds=get_number(obj, "seconds", path))
     elif action == "Skip":
-        why = _str(obj, "why", path)
+        why = get_string(obj, "why", path)
         if why not in _SKIP_WHYS:
-            raise _Malformed("WrongType", _join(path, "why"), f"must be one of {', '.join(sorted(_SKIP_WHYS))}")
+            raise Invalid(join(path, "why"), f"must be one of {', '.join(sorted(_SKIP_WHYS))}")
         plan = Skip(cast(SkipWhy, why))
     else:
-        raise _Malformed(
-            "UnknownKind", _join(path, "action"), "must be one of Bind, Wait, Fail, Cancel, Delay, Skip, Error"
-        )
+        raise Invalid(join(path, "action"), "must be one of Bind, Wait, Fail, Cancel, Delay, Skip, Error", "UnknownKind")
     return Success(plan)
 
 
-def decode_record(text: str) -> Result[CycleRecord, DecodeError]:
+def decode_record(text: str) -> Result[CycleRecord, JsonError]:
     """Read one line written by :func:`encode_record`; a ``Failure`` names the field, never raises."""
     if len(text) > MAX_LINE:
-        return Failure(DecodeError("WrongType", "", f"line longer than {MAX_LINE} characters"))
+        return Failure(JsonError("WrongType", "", f"line longer than {MAX_LINE} characters"))
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        return Failure(DecodeError("NotAnObject", "", f"not JSON: {exc}"))
-    try:
-        obj = _object(document, "")
-        version = _int(obj, "v", "")
-        if version != FORMAT_VERSION:
-            raise _Malformed("UnknownKind", "v", f"unsupported record format {version} (expected {FORMAT_VERSION})")
-        return Success(
-            CycleRecord(
-                snapshot=_snapshot_from(_get(obj, "snapshot", ""), "snapshot"),
-                weights=_items(obj, "weights", "", _plugin_from),
-                plan=_plan_from(_get(obj, "plan", ""), "plan"),
-                filters=_items(obj, "filters", "", _string_item),
-            )
-        )
-    except _Malformed as problem:
-        return Failure(DecodeError(problem.reason, problem.path, problem.message))
-    except RecursionError:
-        return Failure(DecodeError("WrongType", "", "nested too deeply"))
+        return Failure(JsonError("NotAnObject", "", f"not JSON: {exc}"))
+    return reading(lambda: _record_from(document))
+
+
+def _record_from(document: object) -> CycleRecord:
+    obj = expect_object(document, "")
+    version = get_int(obj, "v", "")
+    if version != FORMAT_VERSION:
+        raise Invalid("v", f"unsupported record format {version} (expected {FORMAT_VERSION})", "UnknownKind")
+    return CycleRecord(
+        snapshot=_snapshot_from(field(obj, "snapshot", ""), "snapshot"),
+        weights=get_items(obj, "weights", "", _plugin_from),
+        plan=_plan_from(field(obj, "plan", ""), "plan"),
+        filters=get_items(obj, "filters", "", expect_string),
+    )
 
 
 # --- comparing plans ----------------------------------------------------------------------
@@ -792,7 +692,7 @@ def _flat(items: list[Json]) -> bool:
 
 
 def _step(path: str, key: str) -> str:
-    return path + key if key.startswith("[") else _join(path, key)
+    return path + key if key.startswith("[") else join(path, key)
 
 
 def _diff(logged: Json, replayed: Json, path: str, out: list[FieldDiff]) -> None:

@@ -10,15 +10,15 @@ This is a purely computational module with no side effects.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Final, Generic, Literal, TypeAlias, TypeVar, cast
+from typing import Final, Generic, NoReturn, TypeAlias, TypeVar, cast
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.model.messages import bounded_name
 from kruntimes.pure.model.objects import (
     NO_AFFINITY,
     API_VERSION,
@@ -52,8 +52,9 @@ from kruntimes.pure.model.objects import (
 )
 from kruntimes.pure.model.quantity import Amount, parse_nonnegative_integer, parse_quantity
 from kruntimes.pure.model.times import parse_duration, parse_time
+from kruntimes.pure.readers.json import JsonError, JsonReason, Invalid, as_list, as_map, at, join, map_of, text_of
 
-DecodeReason: TypeAlias = Literal["NotAnObject", "MissingField", "WrongType", "UnknownKind"]
+DecodeReason: TypeAlias = JsonReason
 
 ONE_RUN: Final[Resources] = frozen_resources({RUNS_RESOURCE: 1})
 """``{runs: 1}``, what nearly every Run requests: shared, since a tracked Run's memory is the budget."""
@@ -61,17 +62,13 @@ ONE_RUN: Final[Resources] = frozen_resources({RUNS_RESOURCE: 1})
 MAX_TERMS: Final = 32
 """At most this many terms per affinity list (the CRD's bound; keeps hostile input cheap)."""
 
+MAX_NAME: Final = 253
+"""The longest name Kubernetes allows (a DNS subdomain); a longer runtime or workspace name
+cannot name anything, and messages echo these names whole."""
 
-@dataclass(frozen=True, slots=True)
-class DecodeError:
-    """Why an object could not be decoded at all; ``path`` names the field."""
 
-    reason: DecodeReason
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+DecodeError: TypeAlias = JsonError
+"""Why an object could not be decoded at all: ``reason``, the field's ``path`` and a ``message``."""
 
 
 Decoded: TypeAlias = RuntimePod | Run | Workspace
@@ -116,35 +113,15 @@ _shared_statuses: Final[_Shared[RunStatus, RunStatus]] = _Shared(SHARED_LIMIT)
 _shared_times: Final[_Shared[str, datetime | None]] = _Shared(SHARED_LIMIT)
 _shared_requests: Final[_Shared[tuple[tuple[str, object], ...], tuple[Resources, str | None]]] = _Shared(4096)
 
-# --- small total accessors ------------------------------------------------------
-
-
-def _as_map(value: object) -> Mapping[str, object] | None:
-    if isinstance(value, Mapping):
-        return cast(Mapping[str, object], value)
-    return None
-
-
-def _as_str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _str_field(obj: Mapping[str, object], key: str) -> str:
-    """A string field, or "" when absent or not a string."""
-    value = obj.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def _map_field(obj: Mapping[str, object], key: str) -> Mapping[str, object]:
-    return _as_map(obj.get(key)) or {}
+# --- lenient readers of Kubernetes fields ----------------------------------------------
 
 
 def _string_map(value: object) -> Labels:
     """Keep only the string → string entries of a label/annotation map."""
-    as_map = _as_map(value)
-    if not as_map:
+    entries = as_map(value)
+    if not entries:
         return EMPTY_LABELS
-    return frozen_labels({k: v for k, v in as_map.items() if isinstance(k, str) and isinstance(v, str)})
+    return frozen_labels({k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, str)})
 
 
 def _time_field(obj: Mapping[str, object], key: str) -> datetime | None:
@@ -168,10 +145,10 @@ def _shared_time_field(obj: Mapping[str, object], key: str) -> datetime | None:
 def _shared_labels_of(value: object) -> Labels:
     """:func:`_string_map` for a Run's labels: one shared read-only map per distinct
     label set (Runs of one app or team carry the same labels)."""
-    as_map = _as_map(value)
-    if not as_map:
+    entries = as_map(value)
+    if not entries:
         return EMPTY_LABELS
-    items = tuple(sorted((k, v) for k, v in as_map.items() if isinstance(k, str) and isinstance(v, str)))
+    items = tuple(sorted((k, v) for k, v in entries.items() if isinstance(k, str) and isinstance(v, str)))
     if not items:
         return EMPTY_LABELS
     found = _shared_labels.get(items)
@@ -181,11 +158,12 @@ def _shared_labels_of(value: object) -> Labels:
 
 
 def _conditions(value: object) -> tuple[Condition, ...]:
-    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+    entries = as_list(value)
+    if entries is None:
         return ()
     result: list[Condition] = []
-    for item in value:
-        entry = _as_map(item)
+    for item in entries:
+        entry = as_map(item)
         if entry is None:
             continue
         type_ = entry.get("type")
@@ -194,9 +172,9 @@ def _conditions(value: object) -> tuple[Condition, ...]:
         result.append(
             Condition(
                 type=type_,
-                status=_str_field(entry, "status"),
-                reason=_str_field(entry, "reason"),
-                message=_str_field(entry, "message"),
+                status=text_of(entry, "status"),
+                reason=text_of(entry, "reason"),
+                message=text_of(entry, "message"),
                 last_transition_time=_time_field(entry, "lastTransitionTime"),
                 last_probe_time=_time_field(entry, "lastProbeTime"),
             )
@@ -216,7 +194,7 @@ def _quantity_text(value: object) -> str | None:
 
 
 def _metadata(obj: Mapping[str, object]) -> Result[tuple[Mapping[str, object], str, str, str], DecodeError]:
-    meta = _as_map(obj.get("metadata"))
+    meta = as_map(obj.get("metadata"))
     if meta is None:
         return Failure(DecodeError("MissingField", "metadata", "metadata must be an object"))
     name = meta.get("name")
@@ -253,14 +231,14 @@ def capacity_from_annotations(annotations: Labels) -> Resources:
 
 def decode_pod(value: object) -> Result[RuntimePod, DecodeError]:
     """A core/v1 Pod as a Runtime Pod; malformed annotations and conditions are ignored."""
-    obj = _as_map(value)
+    obj = as_map(value)
     if obj is None:
         return Failure(DecodeError("NotAnObject", "", "a Pod must be a JSON object"))
     return _metadata(obj).map(lambda m: _pod_from(obj, *m))
 
 
 def _pod_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: str, name: str, uid: str) -> RuntimePod:
-    status = _map_field(obj, "status")
+    status = map_of(obj, "status")
     conditions = _conditions(status.get("conditions"))
     ready = first_condition(conditions, "Ready")
     heartbeat = first_condition(conditions, HEARTBEAT_CONDITION)
@@ -268,9 +246,9 @@ def _pod_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
         namespace=namespace,
         name=name,
         uid=uid,
-        resource_version=_str_field(meta, "resourceVersion"),
+        resource_version=text_of(meta, "resourceVersion"),
         runtime=_string_map(meta.get("labels")).get(RUNTIME_LABEL, ""),
-        phase=_str_field(status, "phase"),
+        phase=text_of(status, "phase"),
         deleting=meta.get("deletionTimestamp") is not None,
         ready=ready is not None and ready.status == "True",
         heartbeat_ok=heartbeat is not None and heartbeat.status == "True",
@@ -283,23 +261,23 @@ def _pod_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
 
 
 def decode_workspace(value: object) -> Result[Workspace, DecodeError]:
-    obj = _as_map(value)
+    obj = as_map(value)
     if obj is None:
         return Failure(DecodeError("NotAnObject", "", "a PersistentWorkspace must be a JSON object"))
 
     def build(m: tuple[Mapping[str, object], str, str, str]) -> Workspace:
         meta, namespace, name, uid = m
-        spec = _map_field(obj, "spec")
-        status = _map_field(obj, "status")
+        spec = map_of(obj, "spec")
+        status = map_of(obj, "status")
         return Workspace(
             namespace=namespace,
             name=name,
             uid=uid,
-            resource_version=_str_field(meta, "resourceVersion"),
-            runtime=_str_field(spec, "runtime"),
-            mode=_str_field(spec, "mode"),
-            phase=_str_field(status, "phase"),
-            bound_pod=_str_field(status, "boundPod"),
+            resource_version=text_of(meta, "resourceVersion"),
+            runtime=text_of(spec, "runtime"),
+            mode=text_of(spec, "mode"),
+            phase=text_of(status, "phase"),
+            bound_pod=text_of(status, "boundPod"),
         )
 
     return _metadata(obj).map(build)
@@ -316,28 +294,39 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
     """
     if value is None:
         return ONE_RUN, None
-    as_map = _as_map(value)
-    if as_map is None:
+    entries = as_map(value)
+    if entries is None:
         return (
             ONE_RUN,
             "spec.resources.requests must be a map of resource name to quantity",
         )
     # Runs repeat a handful of request maps: decode each text form once (only all-string
     # maps are memoized, so 1, 1.0 and True can never share an entry).
-    items = tuple(as_map.items())
+    items = tuple(entries.items())
     if all(type(name) is str and type(raw) is str for name, raw in items):
         found = _shared_requests.get(items)
         if found is not None:
             return found
-        return _shared_requests.put(items, _requests_of(as_map))
-    return _requests_of(as_map)
+        return _shared_requests.put(items, _requests_of(entries))
+    return _requests_of(entries)
 
 
-def _requests_of(as_map: Mapping[str, object]) -> tuple[Resources, str | None]:
+MAX_RESOURCE_NAME: Final = MAX_NAME + 1 + 63
+"""The longest valid resource name: a qualified name, ``prefix/name``."""
+
+
+def _bad_request_message(name: str) -> str:
+    if len(name) > MAX_RESOURCE_NAME:
+        # Longer than any resource name: its length is told rather than its text.
+        return f"a resource request (named with {len(name)} characters) must be a non-negative integer"
+    return f'resource request "{name}" must be a non-negative integer'
+
+
+def _requests_of(entries: Mapping[str, object]) -> tuple[Resources, str | None]:
     valid: dict[str, Amount] = {}
     bad: list[str] = []
     # YAML may carry non-string keys even where JSON cannot.
-    for name, raw in cast(Mapping[object, object], as_map).items():
+    for name, raw in cast(Mapping[object, object], entries).items():
         if not isinstance(name, str):
             continue
         text = _quantity_text(raw)
@@ -350,103 +339,182 @@ def _requests_of(as_map: Mapping[str, object]) -> tuple[Resources, str | None]:
         valid[RUNS_RESOURCE] = 1
     error = None
     if bad:
-        error = f'resource request "{bounded_name(min(bad))}" must be a non-negative integer'
+        error = _bad_request_message(min(bad))
     if len(valid) == 1 and valid[RUNS_RESOURCE] == 1:
         return ONE_RUN, error  # the common request: one shared map instead of one per Run
     return frozen_resources(valid), error
 
 
-class _AffinityInvalid(Exception):
-    """Internal control flow of the affinity validator; never escapes this module."""
+# --- affinity (SPEC §3.5) -------------------------------------------------------------------
+
+_LABEL_NAME: Final = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+MAX_LABEL_NAME: Final = 63
+MAX_LABEL_PREFIX: Final = 253
+_MAX_KEY_SHOWN: Final = MAX_LABEL_PREFIX + 1 + MAX_LABEL_NAME
+_LABEL_KEY_RULE: Final = (
+    "an optional DNS subdomain prefix and /, then at most 63 characters: "
+    "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+)
+_LABEL_VALUE_RULE: Final = (
+    "empty or at most 63 characters: alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+)
+
+
+_valid_keys: Final[set[str]] = set()
+_valid_values: Final[set[str]] = set()
+"""Label keys and values already found valid (Runs repeat a few): a set lookup instead
+of a regular expression per Run; each emptied at ``SHARED_LIMIT`` entries, like the
+sharing tables. Two sets, since ``example.com/app`` is a valid key but not a valid value."""
+
+
+def _remember(valid: set[str], text: str) -> None:
+    if len(valid) >= SHARED_LIMIT:
+        valid.clear()
+    valid.add(text)
+
+
+def valid_label_key(key: str) -> bool:
+    """A Kubernetes label key: ``[prefix/]name`` (prefix a lowercase DNS subdomain ≤ 253, name ≤ 63)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > MAX_LABEL_PREFIX or _DNS_SUBDOMAIN.fullmatch(prefix) is None):
+        return False
+    if len(name) > MAX_LABEL_NAME or _LABEL_NAME.fullmatch(name) is None:
+        return False
+    _remember(_valid_keys, key)
+    return True
+
+
+def valid_label_value(value: str) -> bool:
+    """A Kubernetes label value: empty, or a name of at most 63 characters."""
+    if value and (len(value) > MAX_LABEL_NAME or _LABEL_NAME.fullmatch(value) is None):
+        return False
+    _remember(_valid_values, value)
+    return True
+
+
+def _shown_key(key: str) -> str:
+    """The offending key as a message shows it: quoted with escapes; one longer than any
+    valid key by its length only, so a hostile key cannot make the message large."""
+    if len(key) > _MAX_KEY_SHOWN:
+        return f"of {len(key)} characters"
+    return json.dumps(key, ensure_ascii=False)
+
+
+def _bad_key(key: str, path: str, lead: str) -> NoReturn:
+    raise Invalid(path, f"{lead}{_shown_key(key)} is not a valid label key ({_LABEL_KEY_RULE})")
+
+
+def _bad_value(key: str, path: str, lead: str) -> NoReturn:
+    raise Invalid(path, f"{lead}{_shown_key(key)} is not a valid label value ({_LABEL_VALUE_RULE})")
 
 
 def _selector(value: object, path: str) -> LabelSelector:
+    # Paths are built only on failure: this runs for every Run with affinity.
     if value is None:
-        raise _AffinityInvalid(f"{path}.labelSelector is required")
-    selector = _as_map(value)
+        raise Invalid(join(path, "labelSelector"), "is required")
+    selector = as_map(value)
     if selector is None:
-        raise _AffinityInvalid(f"{path}.labelSelector must be an object")
+        raise Invalid(join(path, "labelSelector"), "must be an object")
     requirements: list[Requirement] = []
     match_labels = selector.get("matchLabels")
     if match_labels is not None:
-        labels = _as_map(match_labels)
+        labels = as_map(match_labels)
         if labels is None:
-            raise _AffinityInvalid(f"{path}.labelSelector.matchLabels must be a map of strings")
+            raise Invalid(join(path, "labelSelector.matchLabels"), "must be a map of strings")
         for key, label_value in labels.items():
             if not isinstance(key, str) or not key or not isinstance(label_value, str):
-                raise _AffinityInvalid(f"{path}.labelSelector.matchLabels must be a map of strings")
+                raise Invalid(join(path, "labelSelector.matchLabels"), "must be a map of strings")
+            if key not in _valid_keys and not valid_label_key(key):
+                _bad_key(key, join(path, "labelSelector.matchLabels"), "key ")
+            if label_value not in _valid_values and not valid_label_value(label_value):
+                _bad_value(key, join(path, "labelSelector.matchLabels"), "value of key ")
             requirements.append(Requirement(key, "In", frozenset({label_value})))
     expressions = selector.get("matchExpressions")
     if expressions is not None:
-        if not isinstance(expressions, Sequence) or isinstance(expressions, (str, bytes)):
-            raise _AffinityInvalid(f"{path}.labelSelector.matchExpressions must be a list")
-        for index, raw in enumerate(expressions):
-            requirements.append(_requirement(raw, f"{path}.labelSelector.matchExpressions[{index}]"))
+        listed = as_list(expressions)
+        if listed is None:
+            raise Invalid(join(path, "labelSelector.matchExpressions"), "must be a list")
+        for index, raw in enumerate(listed):
+            requirements.append(_requirement(raw, path, index))
     if not requirements:
-        raise _AffinityInvalid(f"{path}.labelSelector must not be empty")
+        raise Invalid(join(path, "labelSelector"), "must not be empty")
     return LabelSelector(tuple(requirements))
 
 
-def _requirement(value: object, path: str) -> Requirement:
-    expression = _as_map(value)
+def _expression_path(term_path: str, index: int, field: str = "") -> str:
+    expression_path = at(join(term_path, "labelSelector.matchExpressions"), index)
+    return join(expression_path, field) if field else expression_path
+
+
+def _requirement(value: object, term_path: str, index: int) -> Requirement:
+    expression = as_map(value)
     if expression is None:
-        raise _AffinityInvalid(f"{path} must be an object")
+        raise Invalid(_expression_path(term_path, index), "must be an object")
     key = expression.get("key")
     if not isinstance(key, str) or not key:
-        raise _AffinityInvalid(f"{path}.key must be a non-empty string")
+        raise Invalid(_expression_path(term_path, index, "key"), "must be a non-empty string")
     operator = expression.get("operator")
     if not isinstance(operator, str) or operator not in OPERATORS:
-        raise _AffinityInvalid(f"{path}.operator must be one of In, NotIn, Exists, DoesNotExist")
+        raise Invalid(_expression_path(term_path, index, "operator"), "must be one of In, NotIn, Exists, DoesNotExist")
     raw_values = expression.get("values")
     values: list[str] = []
     if raw_values is not None:
-        if not isinstance(raw_values, Sequence) or isinstance(raw_values, (str, bytes)):
-            raise _AffinityInvalid(f"{path}.values must be a list of strings")
-        for item in raw_values:
+        listed = as_list(raw_values)
+        if listed is None:
+            raise Invalid(_expression_path(term_path, index, "values"), "must be a list of strings")
+        for item in listed:
             if not isinstance(item, str):
-                raise _AffinityInvalid(f"{path}.values must be a list of strings")
+                raise Invalid(_expression_path(term_path, index, "values"), "must be a list of strings")
             values.append(item)
     if operator in ("In", "NotIn") and not values:
-        raise _AffinityInvalid(f"{path}.values must be non-empty for operator {operator}")
+        raise Invalid(_expression_path(term_path, index, "values"), f"must be non-empty for operator {operator}")
     if operator in ("Exists", "DoesNotExist") and values:
-        raise _AffinityInvalid(f"{path}.values must be empty for operator {operator}")
+        raise Invalid(_expression_path(term_path, index, "values"), f"must be empty for operator {operator}")
+    if key not in _valid_keys and not valid_label_key(key):
+        _bad_key(key, _expression_path(term_path, index, "key"), "")
+    for position, item in enumerate(values):
+        if item not in _valid_values and not valid_label_value(item):
+            _bad_value(key, at(_expression_path(term_path, index, "values"), position), "of key ")
     return Requirement(key, cast(Operator, operator), frozenset(values))
 
 
 def _term(value: object, path: str) -> AffinityTerm:
-    term = _as_map(value)
+    term = as_map(value)
     if term is None:
-        raise _AffinityInvalid(f"{path} must be an object")
+        raise Invalid(path, "must be an object")
     topology = term.get("topologyKey")
     if topology != TOPOLOGY_KEY:
-        raise _AffinityInvalid(f'{path}.topologyKey must be "{TOPOLOGY_KEY}"')
+        raise Invalid(join(path, "topologyKey"), f'must be "{TOPOLOGY_KEY}"')
     return AffinityTerm(_selector(term.get("labelSelector"), path))
 
 
-def _items(value: object, path: str) -> Sequence[object]:
+def _terms(value: object, path: str) -> Sequence[object]:
     if value is None:
         return ()
-    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
-        raise _AffinityInvalid(f"{path} must be a list")
-    if len(value) > MAX_TERMS:
-        raise _AffinityInvalid(f"{path} must have at most {MAX_TERMS} terms")
-    return value
+    listed = as_list(value)
+    if listed is None:
+        raise Invalid(path, "must be a list")
+    if len(listed) > MAX_TERMS:
+        raise Invalid(path, f"must have at most {MAX_TERMS} terms")
+    return listed
 
 
 def _required(value: object, path: str) -> tuple[AffinityTerm, ...]:
-    return tuple(_term(item, f"{path}[{i}]") for i, item in enumerate(_items(value, path)))
+    # f-strings rather than at()/join(): these paths are built for every term of every Run.
+    return tuple(_term(item, f"{path}[{i}]") for i, item in enumerate(_terms(value, path)))
 
 
 def _preferred(value: object, path: str) -> tuple[WeightedTerm, ...]:
     result: list[WeightedTerm] = []
-    for i, item in enumerate(_items(value, path)):
-        entry = _as_map(item)
+    for i, item in enumerate(_terms(value, path)):
+        entry = as_map(item)
         here = f"{path}[{i}]"
         if entry is None:
-            raise _AffinityInvalid(f"{here} must be an object")
+            raise Invalid(here, "must be an object")
         weight = entry.get("weight")
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
-            raise _AffinityInvalid(f"{here}.weight must be an integer from 1 to 100")
+            raise Invalid(join(here, "weight"), "must be an integer from 1 to 100")
         result.append(WeightedTerm(weight, _term(entry.get("runAffinityTerm"), f"{here}.runAffinityTerm")))
     return tuple(result)
 
@@ -458,11 +526,12 @@ _PREFERRED: Final = "preferredDuringSchedulingIgnoredDuringExecution"
 def decode_affinity(value: object) -> Result[RunAffinity, str]:
     """Validate and compile ``spec.affinity`` (SPEC §3.5).
 
-    The failure message names only field paths, never label keys or values.
+    The failure message names field paths and, for a key or value of invalid label
+    syntax, the key; never a label value or other selector text.
     """
     if value is None:
         return Success(NO_AFFINITY)
-    affinity = _as_map(value)
+    affinity = as_map(value)
     if affinity is None:
         return Failure("spec.affinity must be an object")
     try:
@@ -472,9 +541,9 @@ def decode_affinity(value: object) -> Result[RunAffinity, str]:
             if raw is None:
                 parts[name] = {}
                 continue
-            part = _as_map(raw)
+            part = as_map(raw)
             if part is None:
-                raise _AffinityInvalid(f"{name} must be an object")
+                raise Invalid(name, "must be an object")
             parts[name] = part
         pos, neg = parts["runAffinity"], parts["runAntiAffinity"]
         return Success(
@@ -485,25 +554,34 @@ def decode_affinity(value: object) -> Result[RunAffinity, str]:
                 anti_preferred=_preferred(neg.get(_PREFERRED), f"runAntiAffinity.{_PREFERRED}"),
             )
         )
-    except _AffinityInvalid as problem:
-        return Failure(str(problem))
+    except Invalid as problem:
+        # Affinity details read "<path> <message>": they follow "invalid run affinity: ".
+        return Failure(f"{problem.error.path} {problem.error.message}")
+
+
+WORKSPACE_API_GROUPS: Final = frozenset({API_VERSION, GROUP})
+"""``spec.workspace.apiGroup`` values naming the PersistentWorkspace API: the CRD's default
+``kruntimes.io/v1alpha1`` (what an API server hands over) and the bare group."""
 
 
 def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
     if value is None:
         return None, None
-    ref = _as_map(value)
+    ref = as_map(value)
     if ref is None:
         return None, "spec.workspace must be an object"
     name = ref.get("name")
     if not isinstance(name, str) or not name:
         return None, "spec.workspace.name must be a non-empty string"
+    if len(name) > MAX_NAME:
+        return None, f"spec.workspace.name must be at most {MAX_NAME} characters"
     kind = ref.get("kind", WORKSPACE_KIND)
     if kind != WORKSPACE_KIND:
         return None, f"spec.workspace.kind must be {WORKSPACE_KIND}"
-    api_group = ref.get("apiGroup", GROUP)
-    if api_group != GROUP:
-        return None, f"spec.workspace.apiGroup must be {GROUP}"
+    api_group = ref.get("apiGroup", API_VERSION)
+    if api_group not in WORKSPACE_API_GROUPS:
+        return None, f"spec.workspace.apiGroup must be {API_VERSION} (or {GROUP})"
+    # One value for every spelling: a reference decodes equal however it was written.
     return WorkspaceRef(name=name), None
 
 
@@ -511,13 +589,13 @@ def _status(value: object) -> RunStatus:
     """The Run's status; a settled one (no message, conditions or completion time,
     as ``slim_run`` leaves it) is shared with every equal status: all the Runs on a
     pod in one phase have the same."""
-    status = _as_map(value) or {}
+    status = as_map(value) or {}
     attempt = status.get("attempt")
     decoded = RunStatus(
-        phase=_str_field(status, "phase"),
-        assigned_pod=_str_field(status, "assignedPod"),
-        assigned_pod_uid=_str_field(status, "assignedPodUID"),
-        message=_str_field(status, "message"),
+        phase=text_of(status, "phase"),
+        assigned_pod=text_of(status, "assignedPod"),
+        assigned_pod_uid=text_of(status, "assignedPodUID"),
+        message=text_of(status, "message"),
         attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
         conditions=_conditions(status.get("conditions")),
         completion_time=_time_field(status, "completionTime"),
@@ -530,7 +608,7 @@ def _status(value: object) -> RunStatus:
 
 def decode_run(value: object) -> Result[Run, DecodeError]:
     """A Run; spec problems are recorded on it rather than failing the decode."""
-    obj = _as_map(value)
+    obj = as_map(value)
     if obj is None:
         return Failure(DecodeError("NotAnObject", "", "a Run must be a JSON object"))
     return _metadata(obj).map(lambda m: _run_from(obj, *m))
@@ -539,7 +617,7 @@ def decode_run(value: object) -> Result[Run, DecodeError]:
 def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: str, name: str, uid: str) -> Run:
     spec_error: str | None = None
     raw_spec = obj.get("spec")
-    spec = _as_map(raw_spec)
+    spec = as_map(raw_spec)
     if spec is None:
         spec = {}
         spec_error = "spec must be an object"
@@ -547,8 +625,10 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
     runtime = runtime_value if isinstance(runtime_value, str) else ""
     if not isinstance(runtime_value, str):
         spec_error = spec_error or "spec.runtime must be a string"
+    elif len(runtime_value) > MAX_NAME:
+        spec_error = spec_error or f"spec.runtime must be at most {MAX_NAME} characters"
     resources = spec.get("resources")
-    resources_map = _as_map(resources)
+    resources_map = as_map(resources)
     requests, requests_error = decode_requests((resources_map or {}).get("requests"))
     if resources is not None and resources_map is None:
         requests_error = "spec.resources must be an object"
@@ -561,13 +641,13 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
     if not isinstance(cancel, bool):
         spec_error = spec_error or "spec.cancelRequested must be a boolean"
         cancel = False
-    retry = _map_field(spec, "retryPolicy")
+    retry = map_of(spec, "retryPolicy")
     backoff_text = retry.get("backoff")
     return Run(
         namespace=namespace,
         name=name,
         uid=uid,
-        resource_version=_str_field(meta, "resourceVersion"),
+        resource_version=text_of(meta, "resourceVersion"),
         creation_timestamp=_shared_time_field(meta, "creationTimestamp"),
         labels=_shared_labels_of(meta.get("labels")),
         runtime=runtime,
@@ -588,7 +668,7 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
 
 def decode_object(value: object) -> Result[Decoded, DecodeError]:
     """Dispatch on ``apiVersion``/``kind``: Pod, Run or PersistentWorkspace."""
-    obj = _as_map(value)
+    obj = as_map(value)
     if obj is None:
         return Failure(DecodeError("NotAnObject", "", "an object must be a JSON object"))
     api_version = obj.get("apiVersion")

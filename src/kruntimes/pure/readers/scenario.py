@@ -19,6 +19,17 @@ from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.model.objects import Object
+from kruntimes.pure.readers.json import (
+    Invalid,
+    JsonError,
+    at,
+    expect_int,
+    expect_list,
+    expect_map,
+    expect_string,
+    join,
+    only_keys,
+)
 from kruntimes.pure.readers.kube import decode_object, decode_requests
 from kruntimes.pure.model.objects import (
     API_VERSION,
@@ -75,6 +86,11 @@ class ScenarioError:
         where = f"{self.document}: {self.path}" if self.path else self.document
         return f"{where}: {self.message}"
 
+    @staticmethod
+    def at(document: str, error: JsonError) -> ScenarioError:
+        """``error`` (a field of ``document``) as a scenario error."""
+        return ScenarioError(document, error.path, error.message)
+
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
@@ -87,86 +103,27 @@ class Scenario:
     """``None``: every Pending Run once, oldest first (SPEC §12)."""
 
 
-class _Invalid(Exception):
-    """Internal control flow of the scenario decoder; never escapes this module."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.message = message
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _describe(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Sequence):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "a map"
-    return type(value).__name__
-
-
-def _map(value: object, path: str) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise _Invalid(path, f"must be a map, not {_describe(value)}")
-    for key in cast(Mapping[object, object], value):
-        if not isinstance(key, str):
-            raise _Invalid(path, f"keys must be strings, not {_describe(key)} ({key!r})")
-    return cast(Mapping[str, object], value)
-
-
-def _list(value: object, path: str) -> Sequence[object]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise _Invalid(path, f"must be a list, not {_describe(value)}")
-    return cast(Sequence[object], value)
-
-
-def _string(value: object, path: str, *, nonempty: bool = False) -> str:
-    if not isinstance(value, str):
-        hint = f' (quote it: "{value}")' if isinstance(value, (bool, int, float)) else ""
-        raise _Invalid(path, f"must be a string, not {_describe(value)}{hint}")
-    if nonempty and not value:
-        raise _Invalid(path, "must be a non-empty string")
-    return value
-
-
-def _only_keys(obj: Mapping[str, object], allowed: Sequence[str], path: str) -> None:
-    for key in obj:
-        if key not in allowed:
-            raise _Invalid(_join(path, key), f"unknown field (expected one of: {', '.join(allowed)})")
-
-
 def _time(value: object, path: str) -> datetime:
-    text = _string(value, path)
+    text = expect_string(value, path)
     parsed = parse_time(text)
     if parsed is None:
-        raise _Invalid(path, f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, not {text[:64]!r}")
+        raise Invalid(path, f"must be an RFC 3339 time such as 2026-01-01T00:00:00Z, not {text[:64]!r}")
     return parsed
 
 
 def _string_map(value: object, path: str) -> dict[str, str]:
-    return {key: _string(item, _join(path, key)) for key, item in _map(value, path).items()}
+    return {key: expect_string(item, join(path, key)) for key, item in expect_map(value, path).items()}
 
 
 def _check_conditions(status: Mapping[str, object], path: str) -> None:
     if status.get("conditions") is None:
         return
-    here = _join(path, "conditions")
-    for index, item in enumerate(_list(status["conditions"], here)):
-        entry = _map(item, f"{here}[{index}]")
+    here = join(path, "conditions")
+    for index, item in enumerate(expect_list(status["conditions"], here)):
+        entry = expect_map(item, at(here, index))
         for field in ("lastProbeTime", "lastTransitionTime"):
             if entry.get(field) is not None:
-                _time(entry[field], f"{here}[{index}].{field}")
+                _time(entry[field], join(at(here, index), field))
 
 
 def _uid(kind: str, namespace: str, name: str) -> str:
@@ -177,61 +134,60 @@ def _uid(kind: str, namespace: str, name: str) -> str:
 
 def _object(value: object, path: str, now: datetime) -> Object:
     """Check what the decoder would silently drop, fill hand-written defaults, decode."""
-    obj = _map(value, path)
+    obj = expect_map(value, path)
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     known = _KINDS.get((api_version, kind)) if isinstance(api_version, str) and isinstance(kind, str) else None
     if known is None:
         if kind in ("Pod", "Run", WORKSPACE_KIND):
             expected = "v1" if kind == "Pod" else API_VERSION
-            raise _Invalid(_join(path, "apiVersion"), f"must be {expected} for kind {kind}, not {api_version!r}")
-        raise _Invalid(
-            _join(path, "kind"),
+            raise Invalid(join(path, "apiVersion"), f"must be {expected} for kind {kind}, not {api_version!r}")
+        raise Invalid(
+            join(path, "kind"),
             f"unknown kind {kind!r} (expected v1 Pod, {API_VERSION} Run or {API_VERSION} {WORKSPACE_KIND})",
         )
-    meta_path = _join(path, "metadata")
+    meta_path = join(path, "metadata")
     if "metadata" not in obj:
-        raise _Invalid(meta_path, "is required")
-    meta = dict(_map(obj["metadata"], meta_path))
-    name = _string(meta.get("name"), _join(meta_path, "name"), nonempty=True) if "name" in meta else ""
+        raise Invalid(meta_path, "is required")
+    meta = dict(expect_map(obj["metadata"], meta_path))
+    name = expect_string(meta.get("name"), join(meta_path, "name"), nonempty=True) if "name" in meta else ""
     if not name:
-        raise _Invalid(_join(meta_path, "name"), "is required")
+        raise Invalid(join(meta_path, "name"), "is required")
     namespace = meta.get("namespace")
     if namespace is None:
         namespace = meta["namespace"] = DEFAULT_NAMESPACE
-    namespace = _string(namespace, _join(meta_path, "namespace"), nonempty=True)
+    namespace = expect_string(namespace, join(meta_path, "namespace"), nonempty=True)
     for field in ("uid", "resourceVersion"):
         if meta.get(field) is not None:
-            _string(meta[field], _join(meta_path, field), nonempty=True)
+            expect_string(meta[field], join(meta_path, field), nonempty=True)
     if meta.get("uid") is None:
         meta["uid"] = _uid(known, namespace, name)
     if meta.get("resourceVersion") is None:
         meta["resourceVersion"] = DEFAULT_RESOURCE_VERSION
     for field in ("labels", "annotations"):
         if meta.get(field) is not None:
-            _string_map(meta[field], _join(meta_path, field))
+            _string_map(meta[field], join(meta_path, field))
     for field in ("creationTimestamp", "deletionTimestamp"):
         if meta.get(field) is not None:
-            _time(meta[field], _join(meta_path, field))
+            _time(meta[field], join(meta_path, field))
     if known == "Run" and meta.get("creationTimestamp") is None:
         meta["creationTimestamp"] = format_time(now)
     if obj.get("status") is not None:
-        status_path = _join(path, "status")
-        status_map = _map(obj["status"], status_path)
+        status_path = join(path, "status")
+        status_map = expect_map(obj["status"], status_path)
         _check_conditions(status_map, status_path)
         if known == "Run":
             if status_map.get("completionTime") is not None:
-                _time(status_map["completionTime"], _join(status_path, "completionTime"))
-            attempt = status_map.get("attempt")
-            if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool)):
-                raise _Invalid(_join(status_path, "attempt"), f"must be an integer, not {_describe(attempt)}")
+                _time(status_map["completionTime"], join(status_path, "completionTime"))
+            if status_map.get("attempt") is not None:
+                expect_int(status_map["attempt"], join(status_path, "attempt"))
     if known == "Run":
         _check_run_spec(obj, path)
     filled = dict(obj)
     filled["metadata"] = meta
     decoded = decode_object(filled)
     if not is_successful(decoded):
-        problem = decoded.failure()
-        raise _Invalid(_join(path, problem.path), problem.message)
+        problem = decoded.failure().within(path)
+        raise Invalid(problem.path, problem.message, problem.reason)
     return decoded.unwrap()
 
 
@@ -244,45 +200,45 @@ def _check_run_spec(obj: Mapping[str, object], path: str) -> None:
     if isinstance(retry, Mapping):
         backoff = cast(Mapping[str, object], retry).get("backoff")
         if backoff is not None:
-            here = _join(path, "spec.retryPolicy.backoff")
-            if parse_duration(_string(backoff, here)) is None:
-                raise _Invalid(here, f"must be a Go duration such as 500ms, 15s or 1m, not {backoff!r}")
+            here = join(path, "spec.retryPolicy.backoff")
+            if parse_duration(expect_string(backoff, here)) is None:
+                raise Invalid(here, f"must be a Go duration such as 500ms, 15s or 1m, not {backoff!r}")
 
 
 def _config(value: object, path: str) -> SchedulerConfig:
     if value is None:
         return DEFAULT_CONFIG
-    obj = _map(value, path)
-    _only_keys(obj, CONFIG_KEYS, path)
+    obj = expect_map(value, path)
+    only_keys(obj, CONFIG_KEYS, path)
     config = DEFAULT_CONFIG
     if obj.get("heartbeatStaleAfter") is not None:
-        here = _join(path, "heartbeatStaleAfter")
-        text = _string(obj["heartbeatStaleAfter"], here)
+        here = join(path, "heartbeatStaleAfter")
+        text = expect_string(obj["heartbeatStaleAfter"], here)
         stale = parse_duration(text)
         if stale is None:
-            raise _Invalid(here, f"must be a Go duration such as 500ms, 15s or 1m, not {text[:64]!r}")
+            raise Invalid(here, f"must be a Go duration such as 500ms, 15s or 1m, not {text[:64]!r}")
         config = SchedulerConfig(heartbeat_stale_after=stale)
     return config
 
 
 def _cycle_key(value: object, path: str) -> RunKey:
-    text = _string(value, path, nonempty=True)
+    text = expect_string(value, path, nonempty=True)
     key = RunKey.parse(text if "/" in text else f"{DEFAULT_NAMESPACE}/{text}")
     if key is None:
-        raise _Invalid(path, f"must be a Run key namespace/name (or a name in {DEFAULT_NAMESPACE}), not {text!r}")
+        raise Invalid(path, f"must be a Run key namespace/name (or a name in {DEFAULT_NAMESPACE}), not {text!r}")
     return key
 
 
 def _reservation(value: object, path: str, objects: Sequence[Object]) -> Reservation:
-    obj = _map(value, path)
-    _only_keys(obj, RESERVATION_KEYS, path)
+    obj = expect_map(value, path)
+    only_keys(obj, RESERVATION_KEYS, path)
 
     def text(key: str, *, required: bool = False) -> str | None:
         if obj.get(key) is None:
             if required:
-                raise _Invalid(_join(path, key), "is required")
+                raise Invalid(join(path, key), "is required")
             return None
-        return _string(obj[key], _join(path, key), nonempty=True)
+        return expect_string(obj[key], join(path, key), nonempty=True)
 
     namespace = text("namespace") or DEFAULT_NAMESPACE
     run_uid, run_name, pod = text("runUID"), text("runName"), text("pod", required=True)
@@ -292,30 +248,30 @@ def _reservation(value: object, path: str, objects: Sequence[Object]) -> Reserva
     if run_uid is not None:
         run = next((r for r in runs if r.uid == run_uid), None)
         if run_name is None and run is None:
-            raise _Invalid(_join(path, "runName"), f"is required: no Run in {namespace} has uid {run_uid!r}")
+            raise Invalid(join(path, "runName"), f"is required: no Run in {namespace} has uid {run_uid!r}")
     elif run_name is not None:
         run = next((r for r in runs if r.name == run_name), None)
         if run is None:
-            raise _Invalid(_join(path, "runName"), f"no Run named {run_name!r} in namespace {namespace} (give runUID)")
+            raise Invalid(join(path, "runName"), f"no Run named {run_name!r} in namespace {namespace} (give runUID)")
     else:
-        raise _Invalid(_join(path, "runUID"), "runUID or runName is required")
+        raise Invalid(join(path, "runUID"), "runUID or runName is required")
     pod_obj = next((o for o in objects if isinstance(o, RuntimePod) and (o.namespace, o.name) == (namespace, pod)), None)
 
     if obj.get("requests") is not None:
-        here = _join(path, "requests")
+        here = join(path, "requests")
         amounts: dict[str, Amount] = {}
-        for name, raw in _map(obj["requests"], here).items():
+        for name, raw in expect_map(obj["requests"], here).items():
             quantity = str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else raw
             amount = parse_nonnegative_integer(quantity) if isinstance(quantity, str) else None
             if amount is None:
-                raise _Invalid(_join(here, name), f"must be a non-negative integer quantity, not {raw!r}")
+                raise Invalid(join(here, name), f"must be a non-negative integer quantity, not {raw!r}")
             if amount:
                 amounts[name] = amount
         requests = frozen_resources(amounts)
     else:
         requests = run.requests if run is not None else decode_requests(None)[0]
     labels = (
-        frozen_labels(_string_map(obj["labels"], _join(path, "labels")))
+        frozen_labels(_string_map(obj["labels"], join(path, "labels")))
         if obj.get("labels") is not None
         else (run.labels if run is not None else EMPTY_LABELS)
     )
@@ -335,10 +291,10 @@ def _object_list(values: Sequence[object], path: str, now: datetime) -> list[tup
     """Objects with their paths; a ``v1 List`` item is flattened (``items[i]``)."""
     found: list[tuple[str, Object]] = []
     for index, value in enumerate(values):
-        here = f"{path}[{index}]"
+        here = at(path, index)
         if isinstance(value, Mapping) and value.get("kind") == "List":
-            items = _list(cast(Mapping[str, object], value).get("items", []), _join(here, "items"))
-            found.extend(_object_list(items, _join(here, "items"), now))
+            items = expect_list(cast(Mapping[str, object], value).get("items", []), join(here, "items"))
+            found.extend(_object_list(items, join(here, "items"), now))
         else:
             found.append((here, _object(value, here, now)))
     return found
@@ -349,7 +305,7 @@ def _check_duplicates(found: Sequence[tuple[str, Object]]) -> None:
     for path, obj in found:
         key = (type(obj).__name__, obj.namespace, obj.name)
         if key in seen:
-            raise _Invalid(path, f"duplicate {key[0]} {obj.namespace}/{obj.name} (first at {seen[key]})")
+            raise Invalid(path, f"duplicate {key[0]} {obj.namespace}/{obj.name} (first at {seen[key]})")
         seen[key] = path
 
 
@@ -375,24 +331,24 @@ def decode_scenario(documents: Sequence[object], source: str, default_now: datet
     first_index, first = present[0]
     if not several and isinstance(first, Mapping) and "kind" not in first:
         try:
-            return Success(_scenario_map(_map(first, ""), default_now))
-        except _Invalid as problem:
-            return Failure(ScenarioError(where(first_index), problem.path, problem.message))
+            return Success(_scenario_map(expect_map(first, ""), default_now))
+        except Invalid as problem:
+            return Failure(ScenarioError.at(where(first_index), problem.error))
     found: list[tuple[str, str, Object]] = []
     for index, doc in present:
         try:
             if isinstance(doc, Mapping) and "kind" not in doc:
-                raise _Invalid("", "a scenario map (now/config/objects/...) must be the only document in the file")
+                raise Invalid("", "a scenario map (now/config/objects/...) must be the only document in the file")
             if isinstance(doc, Mapping) and doc.get("kind") == "List":
-                items = _list(cast(Mapping[str, object], doc).get("items", []), "items")
+                items = expect_list(cast(Mapping[str, object], doc).get("items", []), "items")
                 found.extend((where(index), p, o) for p, o in _object_list(items, "items", default_now))
             elif isinstance(doc, Sequence) and not isinstance(doc, (str, bytes)):
                 # A bare list of objects (e.g. a JSON array): as the items of a List.
                 found.extend((where(index), p, o) for p, o in _object_list(doc, "", default_now))
             else:
                 found.append((where(index), "", _object(doc, "", default_now)))
-        except _Invalid as problem:
-            return Failure(ScenarioError(where(index), problem.path, problem.message))
+        except Invalid as problem:
+            return Failure(ScenarioError.at(where(index), problem.error))
     seen: dict[tuple[str, str, str], str] = {}
     for document, path, obj in found:
         key = (type(obj).__name__, obj.namespace, obj.name)
@@ -404,14 +360,14 @@ def decode_scenario(documents: Sequence[object], source: str, default_now: datet
 
 
 def _scenario_map(doc: Mapping[str, object], default_now: datetime) -> Scenario:
-    _only_keys(doc, SCENARIO_KEYS, "")
+    only_keys(doc, SCENARIO_KEYS, "")
     now = _time(doc["now"], "now") if doc.get("now") is not None else default_now
     config = _config(doc.get("config"), "config")
-    raw_objects = _list(doc["objects"], "objects") if doc.get("objects") is not None else ()
+    raw_objects = expect_list(doc["objects"], "objects") if doc.get("objects") is not None else ()
     found = _object_list(raw_objects, "objects", now)
     _check_duplicates(found)
     objects = tuple(o for _, o in found)
-    raw_reservations = _list(doc["reservations"], "reservations") if doc.get("reservations") is not None else ()
+    raw_reservations = expect_list(doc["reservations"], "reservations") if doc.get("reservations") is not None else ()
     reservations = tuple(
         _reservation(value, f"reservations[{index}]", objects) for index, value in enumerate(raw_reservations)
     )
@@ -419,9 +375,9 @@ def _scenario_map(doc: Mapping[str, object], default_now: datetime) -> Scenario:
     for index, reservation in enumerate(reservations):
         key = (reservation.namespace, reservation.run_uid)
         if key in seen:
-            raise _Invalid(f"reservations[{index}]", f"the Run already has a reservation (reservations[{seen[key]}])")
+            raise Invalid(f"reservations[{index}]", f"the Run already has a reservation (reservations[{seen[key]}])")
         seen[key] = index
     cycles: tuple[RunKey, ...] | None = None
     if doc.get("cycles") is not None:
-        cycles = tuple(_cycle_key(value, f"cycles[{index}]") for index, value in enumerate(_list(doc["cycles"], "cycles")))
+        cycles = tuple(_cycle_key(value, f"cycles[{index}]") for index, value in enumerate(expect_list(doc["cycles"], "cycles")))
     return Scenario(now, config, objects, reservations, cycles)
