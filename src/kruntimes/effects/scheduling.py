@@ -34,13 +34,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Protocol
 
 from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
-from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
 from kruntimes.effects.metrics import SchedulerMetrics
@@ -52,11 +51,40 @@ from kruntimes.pure.model.plan import Bind, CycleError, Plan, Wait
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.readers.cyclelog import CycleRecord
 from kruntimes.pure.state.cluster import ClusterState
-from kruntimes.pure.step import Ambiguous, EventNote, Forget, Next, Outcome, Settled, Step, Written
+from kruntimes.pure.step import (
+    Ambiguous,
+    EventNote,
+    Forget,
+    Next,
+    Outcome,
+    ReadOutcome,
+    Settled,
+    StatusWrite,
+    Step,
+    WriteOutcome,
+    Written,
+)
 
 log = logging.getLogger(__name__)
 
 NOT_LEADER: Final = Settled("not_leader", Forget())
+
+
+class StatusBinder(Protocol):
+    """What a cycle needs of ``binder.Binder``: tests drive the cycle with a scripted one."""
+
+    @property
+    def last_error(self) -> object | None:
+        """The last failed request's error, for the log line only."""
+        ...
+
+    def write(self, write: StatusWrite) -> WriteOutcome: ...
+
+    def read(self, key: RunKey) -> ReadOutcome: ...
+
+    def deadline(self) -> datetime:
+        """When a write sent now can no longer land."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +123,7 @@ class SchedulingCycle:
         self,
         state: Atom[ClusterState],
         ledger: Atom[Ledger],
-        binder: Binder,
+        binder: StatusBinder,
         metrics: SchedulerMetrics,
         *,
         config: SchedulerConfig,
@@ -205,7 +233,7 @@ def _pair(step: Step) -> tuple[Ledger, Step]:
     return step.ledger, step
 
 
-def _log(key: RunKey, step: Step | None, settled: Settled, binder: Binder) -> None:
+def _log(key: RunKey, step: Step | None, settled: Settled, binder: StatusBinder) -> None:
     outcome = settled.outcome
     fields: dict[str, object] = {"run": str(key)}
     if settled.why:
