@@ -214,8 +214,8 @@ class SchedulingCycle:
                 metrics.count_no_pods()
         if settled.conflict is not None:
             metrics.count_conflict(settled.conflict)
-        if settled.event is not None and step is not None:
-            self._record(step, settled.event)
+        if settled.event is not None and step is not None and self._may_write():
+            self._record(step, settled.event)  # a term that ended during the write records nothing
         _log(key, step, settled, self._binder)
         return CycleResult(key, settled, step)
 
