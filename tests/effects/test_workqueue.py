@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timedelta, timezone
 import time
 from collections import Counter
 
@@ -10,7 +11,7 @@ import pytest
 
 from kruntimes.effects.workqueue import ExponentialDelay, WorkQueue, by_policy
 from kruntimes.pure.model.objects import RunKey
-from kruntimes.pure.queueing import QueueEntry, SortKey, fifo
+from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueEntry, QueueOrder
 from tests.effects.fakes import FakeClock
 
 
@@ -150,32 +151,47 @@ def test_a_custom_order_decides_which_ready_key_goes_first() -> None:
     assert drain(queue) == ["ns/high", "ns/mid", "ns/low"]
 
 
-def test_the_pure_fifo_policy_orders_run_keys_by_activation() -> None:
-    queue: WorkQueue[RunKey] = WorkQueue(clock=FakeClock(), order=by_policy(fifo))
-    keys = [RunKey("b", "r2"), RunKey("a", "r9"), RunKey("a", "r1")]
-    for key in keys:
-        queue.add(key)
-    taken: list[RunKey] = []
+CREATED = {
+    RunKey("big", "b1"): 1, RunKey("big", "b2"): 2, RunKey("big", "b3"): 3, RunKey("big", "b4"): 4,
+    RunKey("small", "s1"): 5, RunKey("small", "s2"): 6, RunKey("tiny", "t1"): 7,
+}
+
+
+def entry(key: RunKey) -> QueueEntry:
+    return QueueEntry(key, datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=CREATED[key]))
+
+
+def taken(queue: WorkQueue[RunKey]) -> list[str]:
+    out: list[str] = []
     while (got := queue.try_get()) is not None:
-        taken.append(got)
+        out.append(got.name)
         queue.done(got)
-    assert taken == keys
+    return out
 
 
-class NamespaceFirst:
-    """A policy that serves namespace "urgent" before all others, FIFO within each."""
-
-    name = "namespace-first"
-
-    def sort_key(self, entry: QueueEntry) -> SortKey:
-        return (0 if entry.key.namespace == "urgent" else 1, entry.activated_seq)
-
-
-def test_a_pure_policy_can_reorder_ready_keys() -> None:
-    queue: WorkQueue[RunKey] = WorkQueue(clock=FakeClock(), order=by_policy(NamespaceFirst()))
-    for key in (RunKey("a", "r1"), RunKey("urgent", "r2"), RunKey("a", "r3")):
+def queue_with(policy: QueueOrder) -> WorkQueue[RunKey]:
+    order, lane = by_policy(policy, entry)
+    queue: WorkQueue[RunKey] = WorkQueue(clock=FakeClock(), order=order, lane=lane)
+    for key in reversed(list(CREATED)):  # activated youngest first
         queue.add(key)
-    assert queue.try_get() == RunKey("urgent", "r2")
+    return queue
+
+
+def test_fifo_serves_the_oldest_run_first_whatever_order_they_were_activated_in() -> None:
+    assert taken(queue_with(FIFO)) == ["b1", "b2", "b3", "b4", "s1", "s2", "t1"]
+
+
+def test_namespace_fair_lets_namespaces_with_ready_runs_take_turns() -> None:
+    assert taken(queue_with(NAMESPACE_FAIR)) == ["b1", "s1", "t1", "b2", "s2", "b3", "b4"]
+
+
+def test_a_run_activated_again_keeps_its_place_in_fifo_order() -> None:
+    queue = queue_with(FIFO)
+    first = queue.try_get()
+    assert first is not None and first.name == "b1"
+    queue.done(first)
+    queue.add(first)  # re-activated (e.g. its capacity came back): it is still the oldest
+    assert taken(queue)[0] == "b1"
 
 
 def test_shutdown_wakes_a_blocked_worker_with_none() -> None:

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kruntimes.pure.model.objects import RunKey
-from kruntimes.pure.queueing import QueueEntry, QueueOrder, fifo, initial_order
+from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, POLICIES, QueueEntry, QueueOrder, admit, initial_order, park_reason
 from tests.pure.builders import active_run, at, decoded_run
 
 
-def test_fifo_serves_keys_in_activation_order_whatever_their_age() -> None:
-    entries = [
-        QueueEntry(RunKey("default", "young"), activated_seq=1, creation_timestamp=None),
-        QueueEntry(RunKey("default", "old"), activated_seq=2),
-        QueueEntry(RunKey("a", "first"), activated_seq=0),
-    ]
-    order: QueueOrder = fifo
-    assert [e.key.name for e in sorted(entries, key=order.sort_key)] == ["first", "young", "old"]
-    assert order.name == "fifo"
+def test_both_policies_order_a_lane_oldest_first_and_only_namespace_fair_has_lanes() -> None:
+    young = QueueEntry(RunKey("b", "young"), datetime(2026, 1, 2, tzinfo=timezone.utc))
+    old = QueueEntry(RunKey("a", "old"), datetime(2026, 1, 1, tzinfo=timezone.utc))
+    undated = QueueEntry(RunKey("a", "undated"))
+    for policy in (FIFO, NAMESPACE_FAIR):
+        order: QueueOrder = policy
+        assert [e.key.name for e in sorted((young, undated, old), key=order.sort_key)] == ["old", "young", "undated"]
+    assert {FIFO.lane(young), FIFO.lane(old)} == {""}
+    assert (NAMESPACE_FAIR.lane(young), NAMESPACE_FAIR.lane(old)) == ("b", "a")
+    assert set(POLICIES) == {"fifo", "namespace-fair"}
 
 
 def test_a_fresh_start_activates_pending_runs_oldest_first_then_by_namespace_and_name() -> None:
@@ -60,3 +63,61 @@ def test_initial_order_does_not_depend_on_input_order(permutation: list[int]) ->
     runs = [decoded_run(f"r{i}", created=at(-(i % 3)) if i != 4 else None) for i in range(6)]
     expected = initial_order(runs)
     assert initial_order([runs[i] for i in permutation]) == expected
+
+
+# --- admission: which parked Runs a pod with room can take --------------------------------------
+
+
+def _admitted(state_objects: list[object], parked: list[str], pod: str = "a") -> list[str]:
+    from kruntimes.pure.ledger import EMPTY_LEDGER
+    from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES
+    from kruntimes.pure.state.cluster import from_objects
+    from tests.pure.builders import NOW
+
+    state = from_objects(state_objects)  # type: ignore[arg-type]  # builders' objects
+    keys = [RunKey("default", name) for name in parked]
+    return [k.name for k in admit(state, EMPTY_LEDGER, keys, pod, EMPTY_RESOURCES, NOW, DEFAULT_CONFIG)]
+
+
+def test_a_pod_with_room_for_two_admits_the_first_two_parked_runs_not_all() -> None:
+    from tests.pure.builders import decoded_pod
+
+    runs = [decoded_run(f"r{i}", created=at(i)) for i in range(5)]
+    assert _admitted([decoded_pod("a", capacity={"runs": "2"}), *runs], [f"r{i}" for i in range(5)]) == ["r0", "r1"]
+
+
+def test_a_run_the_pod_cannot_take_does_not_hold_back_the_next_one() -> None:
+    from tests.pure.builders import affinity_json, decoded_pod, term
+
+    picky = decoded_run("picky", affinity=affinity_json(required=[term({"app": "db"})]))  # no db anywhere, not seedable
+    big = decoded_run("big", requests={"runs": "3"})
+    fits = decoded_run("fits")
+    pod = decoded_pod("a", capacity={"runs": "2"})
+    assert _admitted([pod, picky, big, fits], ["picky", "big", "fits"]) == ["fits"]
+
+
+def test_a_full_pod_admits_nobody_and_the_walk_stops_at_once() -> None:
+    from tests.pure.builders import decoded_pod
+
+    state = [decoded_pod("a", capacity={"runs": "1"}), active_run("busy", "a"), decoded_run("w")]
+    assert _admitted(state, ["w"]) == []
+
+
+def test_park_reasons_say_what_could_help() -> None:
+    from kruntimes.pure.ledger import EMPTY_LEDGER
+    from kruntimes.pure.model.objects import DEFAULT_CONFIG
+    from kruntimes.pure.model.plan import Wait
+    from kruntimes.pure.state.cluster import from_objects
+    from kruntimes.pure.step import transact
+    from tests.pure.builders import NOW, affinity_json, decoded_pod, term
+
+    cases = {
+        "capacity": [decoded_pod("a", capacity={"runs": "1"}), active_run("busy", "a"), decoded_run("r")],
+        "unfit": [decoded_pod("a", capacity={"runs": "1"}), decoded_run("r", requests={"runs": "2"})],
+        "constraints": [decoded_pod("a"), decoded_run("r", affinity=affinity_json(required=[term({"app": "db"})]))],
+    }
+    for expected, objects in cases.items():
+        step = transact(from_objects(objects), EMPTY_LEDGER, RunKey("default", "r"), NOW, DEFAULT_CONFIG)  # type: ignore[arg-type]
+        wait = step.plan.unwrap()
+        assert isinstance(wait, Wait)
+        assert park_reason(step.snapshot, wait) == expected

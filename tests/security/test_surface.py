@@ -21,12 +21,13 @@ import pytest
 from kruntimes.devcluster import DevCluster, SimulatorSettings
 from kruntimes.devcluster.cluster import is_loopback
 from kruntimes.devcluster.command import configure
+from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource
 from kruntimes.effects.runner import LeaderElectionOptions
 from tests.deploy import rbac
 from tests.deploy.manifests import DEPLOY, load_all
 
-from .support import PODS, RUNS, RequestRecorder, create, run_phase, scheduler, wait_until
+from .support import HOSTILE_AGENT, PODS, RUNS, RequestRecorder, create, run_phase, scheduler, wait_until
 
 WORKSPACES = GroupResource("kruntimes.io", "persistentworkspaces")
 ALLOWED = {"/metrics", "/healthz", "/readyz"}
@@ -191,9 +192,12 @@ def test_rbac_is_exactly_what_the_scheduler_uses(cluster: DevCluster, tmp_path: 
             create(cluster, RUNS, "team-a", {"metadata": {"name": name}, "spec": {"runtime": "python", **spec}})
         wait_until(lambda: run_phase(cluster, "team-a", "bound") == "Scheduled" and run_phase(cluster, "team-a", "fails") == "Failed", what="decisions")
         wait_until(lambda: any(s.verb == "create" and s.resource == "events" for s in recorder.by(AGENT)), what="an Event")
-        # a runtime_pod wakeup re-plans the waiting Run: the same FailedScheduling again is a patch of its Event
+        # a change to the waiting Run itself re-plans it: the same FailedScheduling again is a patch of its Event
+        rd = cluster.registry.storage(RUNS)
+        assert rd is not None
         for index in range(5):
-            _pod(cluster, f"unready-{index}", ready=False)
+            body = {"metadata": {"labels": {"nudge": str(index)}}}
+            cluster.service.patch(rd, "team-a", "waits", "application/merge-patch+json", body, WriteContext("patch", user_agent=HOSTILE_AGENT))
             if any(s.verb == "patch" and s.resource == "events" for s in recorder.by(AGENT)):
                 break
             time.sleep(0.5)

@@ -22,6 +22,7 @@ from typing import Final, TypeVar
 
 from returns.pipeline import is_successful
 
+from kruntimes.pure.queueing import FIFO, POLICIES
 from kruntimes.commands import shutdown
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 from kruntimes.effects.kube import connect
@@ -139,6 +140,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scheduling = parser.add_argument_group("scheduling")
     scheduling.add_argument(
         "--workers", type=_positive_int, default=4, metavar="N", help="Runs planned and bound in parallel (default: 4)"
+    )
+    scheduling.add_argument(
+        "--queue-order",
+        choices=sorted(POLICIES),
+        default=FIFO.name,
+        help="the order waiting Runs are served in: fifo (oldest first, across namespaces; the default) or "
+        "namespace-fair (namespaces with waiting Runs take turns, oldest first within each, so a small "
+        "tenant is not starved by a big one)",
     )
     scheduling.add_argument(
         "--heartbeat-stale-after",
@@ -259,6 +268,7 @@ def options_from(args: argparse.Namespace) -> SchedulerOptions:
     return SchedulerOptions(
         namespaces=tuple(dict.fromkeys(args.namespaces)),
         workers=args.workers,
+        queue_order=POLICIES[args.queue_order],
         leader_election=election,
         identity=args.leader_elect_identity or default_identity(),
         metrics_bind_address=args.metrics_bind_address,

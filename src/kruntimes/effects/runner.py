@@ -58,18 +58,21 @@ from kruntimes.effects.metrics import (
 )
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.step import BackOff, Forget, RequeueAfter
-from kruntimes.effects.workqueue import WorkQueue
+from kruntimes.effects.parking import DEFAULT_SAFETY_NET
+from kruntimes.effects.schedulingqueue import SchedulingQueue
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
 from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Workspace
-from kruntimes.pure.queueing import initial_order
-from kruntimes.pure.wakeups import wakeups
+from kruntimes.pure.queueing import FIFO, QueueOrder
 
 log = logging.getLogger(__name__)
 
 DISABLED: Final = "0"
+
+SWEEP_INTERVAL: Final = 1.0
+"""Seconds between two looks of the safety net at the parked Runs."""
 
 GC_GEN0_THRESHOLD: Final = 50_000
 """Allocations between young-generation collections (CPython's default is 700). The state is
@@ -135,6 +138,11 @@ class SchedulerOptions:
     """``host:port`` for ``/metrics``; ``0`` disables; port 0 picks a free port."""
     health_probe_bind_address: str = ":8081"
     """``host:port`` for ``/healthz`` and ``/readyz``; ``0`` disables."""
+    queue_order: QueueOrder = FIFO
+    """The order waiting Runs are served in (SPEC §8): ``FIFO`` (oldest first) or
+    ``NAMESPACE_FAIR`` (namespaces take turns), or any ``queueing.QueueOrder``."""
+    safety_net: float = DEFAULT_SAFETY_NET
+    """Seconds after which a waiting Run whose group admitted nobody is planned again anyway."""
     heartbeat_stale_after: timedelta = timedelta(seconds=15)
     """A Runtime Pod whose heartbeat is older than this is unavailable; ``<= 0`` means the default, 15 s (SPEC §1)."""
     cycle_log: Path | None = None
@@ -252,6 +260,7 @@ class Scheduler:
         self._options = options
         self._clock = clock
         self._config = SchedulerConfig(heartbeat_stale_after=options.heartbeat_stale_after)
+        self._registry = registry
         self._metrics = SchedulerMetrics(registry)
         self.state: Atom[ClusterState] = Atom(EMPTY_STATE)
         self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
@@ -289,7 +298,7 @@ class Scheduler:
         )
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._queue: WorkQueue[RunKey] | None = None
+        self._queue: SchedulingQueue | None = None
         self._workers: list[threading.Thread] = []
         self._leading = False
         self._terms = 0
@@ -526,7 +535,16 @@ class Scheduler:
         with self._lock:
             if not self._term_open(term) or self._queue is not None:
                 return
-            queue: WorkQueue[RunKey] = WorkQueue()
+            queue = SchedulingQueue(
+                self.state,
+                self.ledger,
+                config=self._config,
+                registry=self._registry,
+                metrics=self._metrics,
+                policy=self._options.queue_order,
+                now=self._clock,
+                safety_net=self._options.safety_net,
+            )
             self._queue = queue
             workers = [
                 threading.Thread(target=self._work, args=(queue,), name=f"worker-{term}-{i}", daemon=True)
@@ -535,10 +553,9 @@ class Scheduler:
             for worker in workers:
                 worker.start()
             self._workers = workers  # published once running, so /healthz never sees an unstarted one
-        pending = initial_order(self.state.get().runs())
-        for key in pending:
-            queue.add(key)
-        log.info("leading: workers started", extra={"workers": self._options.workers, "pending": len(pending)})
+            threading.Thread(target=self._sweep, args=(queue,), name=f"safety-net-{term}", daemon=True).start()
+        pending = queue.activate_pending()
+        log.info("leading: workers started", extra={"workers": self._options.workers, "pending": pending})
 
     def _stop_leading(self, *, graceful: bool, timeout: float) -> bool:
         """End this term: no more keys; a lost lease also forbids writes at once."""
@@ -570,53 +587,50 @@ class Scheduler:
 
     # --- the worker loop and the informer callback ---
 
-    def _work(self, queue: WorkQueue[RunKey]) -> None:
+    def _work(self, queue: SchedulingQueue) -> None:
+        work = queue.work
         while True:
-            key = queue.get()
+            key = work.get()
             if key is None:
                 return
+            queue.started(key)
             try:
                 result = self._cycle.run(key)
-                self._requeue(queue, key, result)
+                queue.after_cycle(key, result.step, result.next, result.outcome)
                 hook = self.results
                 if hook is not None:
                     hook(result)
             except Exception:  # one bad Run must never kill a worker
                 log.exception("scheduling cycle raised; backing off the key", extra={"run": str(key)})
-                queue.add_rate_limited(key)
+                queue.after_cycle(key, None, BackOff(), None)
             finally:
-                queue.done(key)
+                work.done(key)
 
-    @staticmethod
-    def _requeue(queue: WorkQueue[RunKey], key: RunKey, result: CycleResult) -> None:
-        after = result.next
-        if isinstance(after, Forget):
-            queue.forget(key)
-        elif isinstance(after, RequeueAfter):
-            queue.forget(key)
-            queue.add_after(key, after.seconds)
-        elif isinstance(after, BackOff):
-            queue.add_rate_limited(key, after.at_least)
+    def _sweep(self, queue: SchedulingQueue) -> None:
+        """The safety net's clock: once a second, queue the parked Runs that are due."""
+        while not queue.work.shutting_down:
+            time.sleep(SWEEP_INTERVAL)
+            queue.sweep()
 
     def _on_event(self, old: ClusterState, new: ClusterState, event: Event) -> None:
         obj = event.obj
+        released = None
         if isinstance(obj, Run):
             # The informer's observation hands a reservation off to actual usage (SPEC §6) now,
             # rather than at the namespace's next cycle; a deleted Run frees its reservation.
             # Both are no-ops without a reservation for this Run: skip the swap (most events).
             if event.type == "DELETED":
                 self._events.forget(obj.namespace, obj.uid)
-                if self.ledger.get().get(obj.namespace, obj.uid) is not None:
-                    self.ledger.swap(lambda ledger: release(ledger, obj.namespace, obj.uid))
-            elif self.ledger.get().get(obj.namespace, obj.uid) is not None:
-                self.ledger.swap(lambda ledger: observe(ledger, obj))
+            held = self.ledger.get().get(obj.namespace, obj.uid)
+            if held is not None:
+                if event.type == "DELETED":
+                    after = self.ledger.swap(lambda ledger: release(ledger, obj.namespace, obj.uid))
+                else:
+                    after = self.ledger.swap(lambda ledger: observe(ledger, obj))
+                if after.get(obj.namespace, obj.uid) is None:
+                    released = held
         queue = self._queue
         if queue is None:  # not leading, or caches not synced yet: activation happens on leading
             return
-        for wakeup in wakeups(old, new, event, self._clock(), self._config):
-            if wakeup.source is not None:
-                self._metrics.count_wakeups(wakeup.source, len(wakeup.keys))
-            for key in wakeup.keys:
-                queue.add(key)
-        for key in workspace_wakeups(old, new, event):
-            queue.add(key)
+        queue.on_event(old, new, event, released)
+        queue.activate(workspace_wakeups(old, new, event))

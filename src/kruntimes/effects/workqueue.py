@@ -13,9 +13,11 @@
 Ordering is an extension point: ready keys are handed out by a *pure* sort key
 ``order(key, activation) -> comparable`` where ``activation`` is a counter that
 grows each time a key becomes ready (a key re-added while queued keeps its
-first activation). The default, ``fifo``, is FIFO by activation (SPEC §8).
+first activation), within *lanes* (``lane(key) -> str``) that take turns,
+round robin in lane order. The default is one lane, FIFO by activation.
 Ties between equal sort keys fall back to activation. ``by_policy`` adapts a
-``kruntimes.pure.queueing.QueueOrder`` policy to this shape.
+``kruntimes.pure.queueing.QueueOrder`` policy to this shape (SPEC §8: oldest
+first, or namespaces taking turns).
 
 Time is injected (``clock``: seconds, monotonic), so back-off and delays are
 tested on simulated seconds. A blocking ``get()`` waits on a condition for the
@@ -31,6 +33,7 @@ are asyncio and per-object streams), so this is written here, after client-go's
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right, insort
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -54,25 +57,23 @@ def fifo(key: object, activation: int) -> int:
     return activation
 
 
-def _no_creation_time(key: RunKey) -> datetime | None:
-    return None
-
-
 def by_policy(
-    policy: QueueOrder, creation: Callable[[RunKey], datetime | None] = _no_creation_time
-) -> Callable[[RunKey, int], SortKey]:
-    """A ``WorkQueue`` order from a pure ``QueueOrder`` policy.
+    policy: QueueOrder, entry: Callable[[RunKey], QueueEntry]
+) -> tuple[Callable[[RunKey, int], SortKey], Callable[[RunKey], str]]:
+    """``(order, lane)`` for a ``WorkQueue`` from a pure ``QueueOrder`` policy.
 
-    ``creation`` looks up a Run's creationTimestamp for policies that use it
-    (e.g. ``lambda key: (r := state.get().run(key)) and r.creation_timestamp``);
-    it is called once per activation, under the queue's lock, so it must be a
-    cheap read of an immutable value.
+    ``entry`` describes a key's Run (``queueing.entry_of`` of the state's Run); it is
+    called once per activation, under the queue's lock, so it must be a cheap read of an
+    immutable value.
     """
 
     def order(key: RunKey, activation: int) -> SortKey:
-        return policy.sort_key(QueueEntry(key, activation, creation(key)))
+        return policy.sort_key(entry(key))
 
-    return order
+    def lane(key: RunKey) -> str:
+        return policy.lane(entry(key))
+
+    return order, lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +106,19 @@ class WorkQueue(Generic[K]):
         *,
         clock: Clock = time.monotonic,
         order: Callable[[K, int], SupportsRichComparison] = fifo,
+        lane: Callable[[K], str] | None = None,
         backoff: ExponentialDelay = DEFAULT_BACKOFF,
     ) -> None:
         self._clock = clock
         self._order = order
+        self._lane = lane
         self._backoff = backoff
         self._cond = threading.Condition(threading.Lock())
-        self._ready: list[tuple[SupportsRichComparison, int, K]] = []
+        self._ready: dict[str, list[tuple[SupportsRichComparison, int, K]]] = {}
+        self._lanes: list[str] = []
+        """The lanes with ready keys, sorted."""
+        self._last_lane = ""
+        self._size = 0
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._waiting: list[tuple[float, int, K]] = []  # (due, seq, key); stale entries skipped
@@ -216,7 +223,12 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         """Keys ready to be handed out now (not counting delayed or processing keys)."""
         with self._cond:
-            return len(self._ready)
+            return self._size
+
+    def delayed(self) -> int:
+        """Keys waiting for a delayed requeue or a back-off."""
+        with self._cond:
+            return len(self._due)
 
     def next_due(self) -> float | None:
         """When the earliest delayed key becomes ready, on the clock; ``None`` when none waits."""
@@ -241,11 +253,29 @@ class WorkQueue(Generic[K]):
     def _push_ready_locked(self, key: K) -> None:
         self._activations += 1
         activation = self._activations
-        heapq.heappush(self._ready, (self._order(key, activation), activation, key))
+        lane = "" if self._lane is None else self._lane(key)
+        heap = self._ready.get(lane)
+        if heap is None:
+            heap = self._ready[lane] = []
+            insort(self._lanes, lane)
+        heapq.heappush(heap, (self._order(key, activation), activation, key))
+        self._size += 1
         self._cond.notify()
 
     def _pop_locked(self) -> K:
-        _, _, key = heapq.heappop(self._ready)
+        lanes = self._lanes
+        if len(lanes) == 1:
+            lane = lanes[0]
+        else:  # the next lane after the last one served, round robin
+            at = bisect_right(lanes, self._last_lane)
+            lane = lanes[at if at < len(lanes) else 0]
+        heap = self._ready[lane]
+        _, _, key = heapq.heappop(heap)
+        if not heap:
+            del self._ready[lane]
+            lanes.remove(lane)
+        self._last_lane = lane
+        self._size -= 1
         self._dirty.discard(key)
         self._processing.add(key)
         return key

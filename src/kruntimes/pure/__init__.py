@@ -2,9 +2,9 @@
 
 This package is the typed library surface of kruntimes. A cycle is:
 
-    state = cluster.from_objects(decoded objects)          # or cluster.apply(state, event)
-    snap = snapshot.take(state, ledger, RunKey(ns, name), now, config)
-    plan = framework.plan_cycle(snap, registry)            # Result[Plan, CycleError]
+    state = state.cluster.from_objects(decoded objects)    # or cluster.apply(state, event)
+    step = step.transact(state, ledger, RunKey(ns, name), now, config, registry)
+    step.plan, step.write, step.ledger                     # the plan, the status write, the next ledger
 
 and everything it touches is an immutable value, so a cycle can be logged
 (``cyclelog``) and replayed bit for bit. See ``docs/architecture.md``.
@@ -36,7 +36,8 @@ from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Pla
 from kruntimes.pure.model.quantity import Amount, format_quantity, parse_quantity
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.status import StatusPatch, applied, patch_body, status_for
-from kruntimes.pure.wakeups import Wakeup, wakeups
+from kruntimes.pure.step import Planned, Settled, Step, transact
+from kruntimes.pure.wakeups import Signal, signals
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -77,7 +78,10 @@ __all__ = [
     "StatusPatch",
     "Target",
     "Wait",
-    "Wakeup",
+    "Planned",
+    "Settled",
+    "Signal",
+    "Step",
     "Workspace",
     "applied",
     "apply",
@@ -99,5 +103,6 @@ __all__ = [
     "status_for",
     "sync",
     "take",
-    "wakeups",
+    "signals",
+    "transact",
 ]

@@ -1,74 +1,227 @@
-"""The order in which activated Run keys are handed to workers.
+"""Queue order and admission: which waiting Run goes next, and which a freed pod can take (SPEC §8).
 
-Rule: ordering is a pure sort key over a small, immutable queue entry, so a
-policy (priority, per-namespace fairness) is a new key function and nothing
-else; the default is FIFO by activation (SPEC §8). A fresh start activates the
-Pending Runs oldest first (creationTimestamp, then namespace, then name), which
-is also ``kruntimes simulate``'s default cycle order (SPEC §12). This is a
-purely computational module; the work queue itself lives in ``effects/``.
+**Order** is a policy: a pure function of what the queue knows of a Run (its
+key, creation time, uid and requests), in two parts — ``lane`` (the queue
+takes turns between lanes with ready keys, round robin in lane order) and
+``sort_key`` (oldest first within a lane). ``fifo`` has one lane, so it is
+creation order across namespaces; ``namespace-fair`` has a lane per namespace,
+so a namespace with 500 queued Runs is served as often as one with 8,000.
+A Run keeps its place when it is activated again: its key depends on the Run,
+never on when it was activated.
+
+**Parking.** A Run whose cycle ended in ``Wait`` is parked under a
+:data:`ParkReason`: what kind of change could let it be placed. ``capacity``
+(every pod was full or unavailable) and ``constraints`` (required affinity,
+anti-affinity or workspace placement rejected some pod) wait for room on a
+pod they could use; ``unfit`` (no schedulable pod could hold the request even
+empty) waits for a Runtime Pod to appear or grow. :func:`admit` decides which
+parked Runs a pod with free room can take: walked in queue order, each is
+checked against that one pod with the registry's own filters, and admitted
+while the pod has room for it — so the freed capacity activates the Runs that
+can use it, enough to use it, and a Run that cannot use it (affinity, a request
+that does not fit) never holds back a later one that can.
+
+This is a purely computational module; the work queue and the parking lot
+themselves live in ``effects/``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Final, Protocol, TypeAlias, final
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Final, Literal, Protocol, TypeAlias, final
 
-from kruntimes.pure.model.objects import Run, RunKey
+from returns.pipeline import is_successful
 
-SortKey: TypeAlias = tuple[int, ...]
-"""Lower sorts first. Integers only, so every policy's keys compare without surprises."""
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.framework.runtime import run_filters
+from kruntimes.pure.ledger import Ledger
+from kruntimes.pure.model.objects import (
+    EMPTY_RESOURCES,
+    RUNS_RESOURCE,
+    PodSlot,
+    Resources,
+    Run,
+    RunKey,
+    SchedulerConfig,
+    Snapshot,
+    epoch_us,
+    frozen_resources,
+)
+from kruntimes.pure.model.plan import Wait
+from kruntimes.pure.model.resources import fits, plus_reserved
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.snapshot import take
+from kruntimes.pure.state.cluster import ClusterState
+
+__all__ = [
+    "FIFO",
+    "MAX_ADMISSION_WALK",
+    "NAMESPACE_FAIR",
+    "POLICIES",
+    "Fifo",
+    "NamespaceFair",
+    "ParkReason",
+    "QueueEntry",
+    "QueueOrder",
+    "SortKey",
+    "admit",
+    "entry_of",
+    "initial_order",
+    "park_reason",
+]
+
+SortKey: TypeAlias = tuple[int, str, str]
+"""(creation time in µs since the epoch — no time sorts last —, namespace, name)."""
+
+_NO_TIME_US: Final = 1 << 62
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
-    """What an ordering policy may look at for one queued key."""
+    """What an ordering policy may look at for one queued Run."""
 
     key: RunKey
-    activated_seq: int
-    """Monotonic per queue: the n-th activation (a re-add keeps the first while queued)."""
     creation_timestamp: datetime | None = None
+    uid: str = ""
+    requests: Resources = field(default_factory=lambda: EMPTY_RESOURCES)
+
+    @property
+    def namespace(self) -> str:
+        return self.key.namespace
+
+
+def entry_of(run: Run) -> QueueEntry:
+    return QueueEntry(run.key, run.creation_timestamp, run.uid, run.requests)
 
 
 class QueueOrder(Protocol):
-    """An ordering policy: a pure, total sort key over queue entries."""
+    """An ordering policy: a lane to take turns between, and a total order within a lane."""
 
     @property
     def name(self) -> str: ...
 
+    def lane(self, entry: QueueEntry) -> str: ...
+
     def sort_key(self, entry: QueueEntry) -> SortKey: ...
+
+
+def _age(entry: QueueEntry) -> SortKey:
+    created = entry.creation_timestamp
+    return (_NO_TIME_US if created is None else epoch_us(created), entry.key.namespace, entry.key.name)
 
 
 @final
 @dataclass(frozen=True, slots=True)
 class Fifo:
-    """First activated, first served: fair without knowing anything about Runs."""
+    """Oldest first by (creationTimestamp, namespace, name), across every namespace."""
 
     name: str = "fifo"
 
+    def lane(self, entry: QueueEntry) -> str:
+        return ""
+
     def sort_key(self, entry: QueueEntry) -> SortKey:
-        return (entry.activated_seq,)
+        return _age(entry)
 
 
-fifo: Final = Fifo()
-"""The default order (the contract's name for it)."""
-_: QueueOrder = fifo
+@final
+@dataclass(frozen=True, slots=True)
+class NamespaceFair:
+    """Namespaces with queued Runs take turns (round robin by name); oldest first within one."""
+
+    name: str = "namespace-fair"
+
+    def lane(self, entry: QueueEntry) -> str:
+        return entry.key.namespace
+
+    def sort_key(self, entry: QueueEntry) -> SortKey:
+        return _age(entry)
 
 
-def initial_order(runs: Iterable[Run]) -> tuple[RunKey, ...]:
-    """The Pending Runs' keys, oldest first: creationTimestamp (missing last), namespace, name.
+FIFO: Final = Fifo()
+NAMESPACE_FAIR: Final = NamespaceFair()
+POLICIES: Final[Mapping[str, QueueOrder]] = {FIFO.name: FIFO, NAMESPACE_FAIR.name: NAMESPACE_FAIR}
+"""The built-in policies by the name ``--queue-order`` takes; a library user passes any ``QueueOrder``."""
+_f: QueueOrder = FIFO
+_n: QueueOrder = NAMESPACE_FAIR
 
-    Names compare by code point, which is UTF-8 byte order.
+
+def initial_order(runs: Iterable[Run], policy: QueueOrder = FIFO) -> tuple[RunKey, ...]:
+    """The Pending Runs' keys in ``policy``'s order within a lane (oldest first: creationTimestamp,
+    missing last, then namespace, then name; names compare by code point, i.e. UTF-8 byte order)."""
+    entries = [entry_of(run) for run in runs if run.status.pending]
+    entries.sort(key=policy.sort_key)
+    return tuple(entry.key for entry in entries)
+
+
+# --- parking and admission ------------------------------------------------------------------
+
+ParkReason: TypeAlias = Literal["capacity", "constraints", "unfit"]
+
+_CONSTRAINT_REASONS: Final = frozenset(
+    {"UnsatisfiedRunAffinity", "UnsatisfiedRunAntiAffinity", "WorkspaceUnavailable", "WorkspacePlacement"}
+)
+
+_ONE_RUN: Final[Resources] = frozen_resources({RUNS_RESOURCE: 1})
+
+MAX_ADMISSION_WALK: Final = 256
+"""Parked Runs :func:`admit` examines for one pod at most: a bound on the work one event costs.
+Runs past it that could use the pod are reached by the next event or the safety net."""
+
+
+def park_reason(snapshot: Snapshot, wait: Wait) -> ParkReason:
+    """What kind of change could let a waiting Run be placed (see the module docstring)."""
+    if any(reason in _CONSTRAINT_REASONS for _, reason, _ in wait.rejections):
+        return "constraints"
+    run = snapshot.run
+    if run is not None and not any(
+        slot.pod.schedulable and fits(slot.pod.capacity, EMPTY_RESOURCES, run.requests) for slot in snapshot.pods
+    ):
+        return "unfit"
+    return "capacity"
+
+
+def admit(
+    state: ClusterState,
+    ledger: Ledger,
+    parked: Iterable[RunKey],
+    pod: str,
+    claimed: Resources,
+    now: datetime,
+    config: SchedulerConfig,
+    registry: Registry = DEFAULT_REGISTRY,
+) -> tuple[RunKey, ...]:
+    """The parked Runs (given in queue order) that ``pod`` can take now.
+
+    ``claimed``: the requests of Runs already activated for this pod whose cycles
+    have not ended. Each parked Run is judged by the registry's filters on this
+    one pod (its usage + the ledger's reservations + ``claimed`` + the Runs
+    admitted before it), so a Run is admitted only if its cycle could bind it
+    here; the walk stops when the pod has no room left or after
+    :data:`MAX_ADMISSION_WALK` Runs.
     """
-    pending = [run for run in runs if run.status.pending]
-    pending.sort(key=_age_key)
-    return tuple(run.key for run in pending)
-
-
-_NO_TIME: Final = datetime.min.replace(tzinfo=timezone.utc)
-
-
-def _age_key(run: Run) -> tuple[bool, datetime, str, str]:
-    created = run.creation_timestamp
-    return (created is None, created or _NO_TIME, run.namespace, run.name)
+    admitted: list[RunKey] = []
+    extra = dict(claimed)
+    for examined, key in enumerate(parked):
+        if examined >= MAX_ADMISSION_WALK:
+            break
+        run = state.run(key)
+        if run is None or not run.status.pending or not run.runtime:
+            continue
+        snapshot = take(state, ledger, key, now, config)
+        slot = next((s for s in snapshot.pods if s.pod.name == pod), None)
+        if slot is None:
+            return tuple(admitted)  # not a pod of this group (any more)
+        if extra:
+            slot = PodSlot(slot.pod, plus_reserved(slot.usage, extra))
+        if not slot.pod.available(now, config.stale_after()) or not fits(slot.pod.capacity, slot.usage, _ONE_RUN):
+            break  # no room left for anyone
+        filtered = run_filters(run, replace(snapshot, pods=(slot,)), registry)
+        if is_successful(filtered) and filtered.unwrap().feasible:
+            admitted.append(key)
+            for name, amount in run.requests.items():
+                extra[name] = extra.get(name, 0) + amount
+    return tuple(admitted)

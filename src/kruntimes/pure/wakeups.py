@@ -1,113 +1,147 @@
-"""Which Run keys a watch event activates (SPEC §8).
+"""What a watch event may have changed for the Pending Runs (SPEC §8), as signals.
 
-Rule: wake a Pending Run only when something its decision reads may have
-changed — its own object, capacity released on its runtime, or a Runtime Pod
-of its runtime appearing, disappearing or changing availability or capacity.
+Rule: an event says *where* something a waiting Run's decision reads has
+changed, and the work queue's parking lot decides *which* parked Runs that
+can help (``queueing.admit`` for room on a pod): so a released slot activates
+the Runs that can use it, not every Pending Run of the runtime. Pending Runs
+are found through indexes, never by a scan.
+
+==============================================  ===========================================
+event                                           signal
+==============================================  ===========================================
+Pending Run created, or changed in anything     ``Activate(key)``
+its decision reads (not in the status the
+scheduler itself writes while it waits)
+Run leaves the active set (finished, reset,     ``Room(ns, runtime, its pod,
+deleted) or moves off a pod                     "capacity_released")`` and ``Targets``
+Run becomes active, or an active Run's          ``Targets(ns, labels)``
+labels change
+Runtime Pod appears, or changes phase,          ``Room(ns, runtime, pod, "runtime_pod",
+deletion, readiness, heartbeat status or        grown=True)`` when it is available now
+freshness, capacity or uid
+==============================================  ===========================================
+
 A heartbeat that only moves ``lastProbeTime`` on a pod that stays fresh
-changes no decision, so it wakes nothing (SPEC §11). Pending Runs are found
-through the state's ``(namespace, runtime)`` index, never by a scan.
-
-The rules read as a table:
-
-==========================================  ==========================  =====================
-event                                       keys                        source
-==========================================  ==========================  =====================
-Run created/updated while Pending           the Run itself              ``None``
-Run leaves the active set (update/delete)   Pending of (ns, runtime)    ``capacity_released``
-Runtime Pod created/deleted/changed (*)     Pending of (ns, runtime)    ``runtime_pod``
-==========================================  ==========================  =====================
-
-(*) phase, deletion, PodReady, heartbeat status, heartbeat freshness at
-``now``, capacity, uid; a pod whose ``runtime`` label changes counts for both
-runtimes. This is a purely computational module: ``now`` is an argument.
+changes no decision and signals nothing (SPEC §11). A pod that becomes
+unavailable or smaller signals nothing either: it cannot let a waiting Run in.
+This is a purely computational module: ``now`` is an argument.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, final
 
+from kruntimes.pure.model.messages import CONDITION_SCHEDULED
+from kruntimes.pure.model.objects import PENDING, Labels, Run, RunKey, RuntimePod, SchedulerConfig
 from kruntimes.pure.state.cluster import ClusterState, Event
-from kruntimes.pure.model.objects import Run, RunKey, RuntimePod, SchedulerConfig
+
+__all__ = ["Activate", "Room", "Signal", "Targets", "WakeupSource", "signals"]
 
 WakeupSource: TypeAlias = Literal["runtime_pod", "capacity_released"]
+"""The ``source`` label of ``kruntimes_scheduler_pending_run_wakeups_total``."""
 
 
+@final
 @dataclass(frozen=True, slots=True)
-class Wakeup:
-    """Keys to activate, and why (the ``source`` label of the wakeups metric)."""
+class Activate:
+    """The Run's own event: plan it (again)."""
 
-    keys: tuple[RunKey, ...]
-    """Sorted, so activation order does not depend on hash order."""
-    source: WakeupSource | None
-    """``None``: the Run's own event (not counted as a wakeup)."""
+    key: RunKey
 
 
-def wakeups(
+@final
+@dataclass(frozen=True, slots=True)
+class Room:
+    """``pod`` of (namespace, runtime) may have room for parked Runs."""
+
+    namespace: str
+    runtime: str
+    pod: str
+    source: WakeupSource
+    grown: bool = False
+    """The pod appeared, became available or grew: Runs no pod could hold may fit now."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """Active Runs with these labels appeared or left in ``namespace``: Runs waiting on required
+    (anti-)affinity whose terms match one of them may be placeable now."""
+
+    namespace: str
+    labels: tuple[Labels, ...]
+
+
+Signal: TypeAlias = Activate | Room | Targets
+
+
+def signals(
     old: ClusterState, new: ClusterState, event: Event, now: datetime, config: SchedulerConfig
-) -> tuple[Wakeup, ...]:
-    """The activations ``event`` causes, given the states before and after it.
-
-    Never returns a ``Wakeup`` with no keys.
-    """
+) -> tuple[Signal, ...]:
+    """The signals ``event`` causes, given the states before and after it."""
     obj = event.obj
     if isinstance(obj, Run):
-        return _run_wakeups(old, new, event, obj)
+        return _run_signals(old, event, obj)
     if isinstance(obj, RuntimePod):
-        return _pod_wakeups(old, new, obj, now, config.stale_after())
+        return _pod_signals(old, new, obj, now, config.stale_after())
     return ()
 
 
-def _pending_of(
-    state: ClusterState, namespace: str, runtime: str, source: WakeupSource, exclude: RunKey | None
-) -> tuple[Wakeup, ...]:
-    keys = state.pending_keys(namespace, runtime)
-    if exclude is not None:
-        keys = keys - {exclude}
-    if not keys:
-        return ()
-    return (Wakeup(tuple(sorted(keys)), source),)
-
-
-def _run_wakeups(old: ClusterState, new: ClusterState, event: Event, run: Run) -> tuple[Wakeup, ...]:
+def _run_signals(old: ClusterState, event: Event, run: Run) -> tuple[Signal, ...]:
     before = old.run(run.key)
     after = None if event.type == "DELETED" else run
     if event.type == "DELETED" and before is None:
         before = run  # deleted without our having seen it: trust the last state sent
-    result: tuple[Wakeup, ...] = ()
-    if after is not None and after.status.pending:
-        result += (Wakeup((run.key,), None),)
-    if before is not None and before.status.active and (after is None or not after.status.active):
-        result += _pending_of(new, before.namespace, before.runtime, "capacity_released", run.key)
+    result: tuple[Signal, ...] = ()
+    if after is not None and after.status.pending and (before is None or _view(before) != _view(after)):
+        result += (Activate(run.key),)
+    was = before is not None and before.status.active
+    is_active = after is not None and after.status.active
+    if before is not None and was and (after is None or not is_active or after.status.assigned_pod != before.status.assigned_pod):
+        result += (Room(before.namespace, before.runtime, before.status.assigned_pod, "capacity_released"),)
+    if was != is_active or (before is not None and after is not None and was and not _same_target(before, after)):
+        labels: list[Labels] = []
+        for side in (before, after):
+            if side is not None and side.status.active and side.labels not in labels:
+                labels.append(side.labels)
+        result += (Targets(run.namespace, tuple(labels)),)
     return result
 
 
-def _pod_wakeups(
+def _same_target(before: Run, after: Run) -> bool:
+    return before.labels == after.labels and before.status.assigned_pod == after.status.assigned_pod
+
+
+def _view(run: Run) -> Run:
+    """The Run without what the scheduler itself writes while the Run waits (the phase
+    ``Pending`` for an empty one, the message and the ``Scheduled`` condition) and without
+    its resourceVersion: equal views plan alike."""
+    status = run.status
+    kept = tuple(c for c in status.conditions if c.type != CONDITION_SCHEDULED)
+    phase = PENDING if status.pending else status.phase
+    return replace(run, resource_version="", status=replace(status, phase=phase, message="", conditions=kept))
+
+
+def _pod_signals(
     old: ClusterState, new: ClusterState, pod: RuntimePod, now: datetime, stale_after: timedelta
-) -> tuple[Wakeup, ...]:
+) -> tuple[Signal, ...]:
     before = old.pod(pod.namespace, pod.name)
     after = new.pod(pod.namespace, pod.name)
-    runtimes: list[str] = []
-    if before is not None and after is not None:
-        if before.runtime != after.runtime:
-            runtimes = [before.runtime, after.runtime]
-        elif _decision_view(before, now, stale_after) != _decision_view(after, now, stale_after):
-            runtimes = [after.runtime]
-    elif before is not None:
-        runtimes = [before.runtime]
-    elif after is not None:
-        runtimes = [after.runtime]
-    result: tuple[Wakeup, ...] = ()
-    for runtime in runtimes:
-        result += _pending_of(new, pod.namespace, runtime, "runtime_pod", None)
-    return result
+    if after is None or not after.available(now, stale_after):
+        return ()
+    if before is not None and before.runtime == after.runtime and _pod_view(before, now, stale_after) == _pod_view(
+        after, now, stale_after
+    ):
+        return ()
+    return (Room(after.namespace, after.runtime, after.name, "runtime_pod", grown=True),)
 
 
-_View: TypeAlias = tuple[str, str, bool, bool, bool, bool, tuple[tuple[str, object], ...]]
+_PodView: TypeAlias = tuple[str, str, bool, bool, bool, bool, tuple[tuple[str, object], ...]]
 
 
-def _decision_view(pod: RuntimePod, now: datetime, stale_after: timedelta) -> _View:
+def _pod_view(pod: RuntimePod, now: datetime, stale_after: timedelta) -> _PodView:
     """Everything about a pod a placement decision reads; equal views decide alike."""
     return (
         pod.uid,

@@ -579,7 +579,7 @@ def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
     if kind != WORKSPACE_KIND:
         return None, f"spec.workspace.kind must be {WORKSPACE_KIND}"
     api_group = ref.get("apiGroup", API_VERSION)
-    if api_group not in WORKSPACE_API_GROUPS:
+    if not isinstance(api_group, str) or api_group not in WORKSPACE_API_GROUPS:
         return None, f"spec.workspace.apiGroup must be {API_VERSION} (or {GROUP})"
     # One value for every spelling: a reference decodes equal however it was written.
     return WorkspaceRef(name=name), None

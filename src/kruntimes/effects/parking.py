@@ -1,0 +1,232 @@
+"""The parking lot: Pending Runs whose last cycle ended in Wait, kept out of the queue until an
+event can help them (SPEC §8; kube-scheduler's unschedulable pool, with its queueing hints).
+
+A parked Run sits in its group — (namespace, runtime, ``queueing.ParkReason``) — in queue
+order, so the runner can walk a group head first when a pod has room
+(``queueing.admit`` decides who fits). It leaves the lot when it is activated: by its own
+event, by an admission, by a change to what it waits on, or by the safety net.
+
+Two rules keep wakeups from being lost:
+
+- **In-flight events.** An event for a Run's group that arrives while the Run's cycle is
+  running (after ``started``, before ``park``) would find it not yet parked. ``park`` sees
+  that the group's event counter moved since ``started`` and refuses, so the caller
+  queues the Run again at once instead of parking it.
+- **The safety net.** A Run parked for ``safety_net`` seconds whose group has admitted
+  nobody for that long is activated anyway (``due``). A group that is being served —
+  its Runs admitted one after the other as capacity frees — needs no re-planning of the
+  Runs behind: their turn comes in order; re-planning them would only end in Wait again.
+
+Claims: a Run admitted for a pod holds a claim on that pod's room until its cycle ends,
+so a second event for the same pod does not admit a second Run for the same room.
+
+Thread-safe: informer threads signal and workers park, under one lock. Time is injected.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Final, TypeAlias, final
+
+from kruntimes.pure.model.objects import EMPTY_RESOURCES, Resources, RunKey
+from kruntimes.pure.model.resources import add
+from kruntimes.pure.queueing import ParkReason, SortKey
+
+DEFAULT_SAFETY_NET: Final = 30.0
+"""Seconds after which a parked Run of a group that admitted nobody is planned again anyway."""
+
+Group: TypeAlias = tuple[str, str, ParkReason]
+_Slot: TypeAlias = tuple[str, str]
+
+
+@final
+@dataclass(slots=True)
+class _Parked:
+    group: Group
+    order: SortKey
+    since: float
+
+
+@final
+class Parking:
+    """Parked Run keys by group, in queue order; the claims on pods; the in-flight counters."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, safety_net: float = DEFAULT_SAFETY_NET) -> None:
+        self._clock = clock
+        self._safety_net = safety_net
+        self._lock = threading.Lock()
+        self._groups: dict[Group, list[tuple[SortKey, RunKey]]] = {}
+        self._where: dict[RunKey, _Parked] = {}
+        self._admitted_at: dict[tuple[str, str], float] = {}
+        self._seq = 0
+        self._touched: dict[tuple[str, str], int] = {}
+        """(namespace, runtime) -> the counter at its last event."""
+        self._touched_ns: dict[str, int] = {}
+        self._started: dict[RunKey, int] = {}
+        self._claims: dict[_Slot, dict[RunKey, Resources]] = {}
+        self._claim_of: dict[RunKey, _Slot] = {}
+
+    # --- a Run's cycle ----------------------------------------------------------------
+
+    def started(self, key: RunKey) -> None:
+        """A worker took ``key``: remember the event counter, for ``park``."""
+        with self._lock:
+            self._started[key] = self._seq
+            self._unpark_locked(key)
+
+    def park(self, key: RunKey, runtime: str, reason: ParkReason, order: SortKey) -> bool:
+        """Park a Run whose cycle ended in Wait; ``False`` (not parked) when an event for its
+        namespace and runtime arrived during that cycle: queue it again now instead."""
+        namespace = key.namespace
+        with self._lock:
+            started = self._started.pop(key, -1)
+            if self._touched.get((namespace, runtime), -1) > started or (
+                reason == "constraints" and self._touched_ns.get(namespace, -1) > started
+            ):
+                return False
+            self._park_locked(key, (namespace, runtime, reason), order)
+            return True
+
+    def park_unplanned(self, key: RunKey, runtime: str, order: SortKey) -> None:
+        """Park a Run no cycle has looked at yet (a new leader's backlog), as waiting for room."""
+        with self._lock:
+            self._park_locked(key, (key.namespace, runtime, "capacity"), order)
+
+    def finished(self, key: RunKey) -> _Slot | None:
+        """``key``'s cycle ended (whatever it decided): drop its claim; the pod it was admitted
+        for, if any (its remaining room may admit the next Run)."""
+        with self._lock:
+            self._started.pop(key, None)
+            slot = self._claim_of.pop(key, None)
+            if slot is not None:
+                claims = self._claims.get(slot)
+                if claims is not None:
+                    claims.pop(key, None)
+                    if not claims:
+                        del self._claims[slot]
+            return slot
+
+    # --- events -------------------------------------------------------------------------
+
+    def touch(self, namespace: str, runtime: str | None = None) -> None:
+        """Something a waiting Run of (namespace, runtime) — or, without a runtime, any waiting
+        on affinity in the namespace — reads has changed (for the in-flight rule)."""
+        with self._lock:
+            self._seq += 1
+            if runtime is None:
+                self._touched_ns[namespace] = self._seq
+            else:
+                self._touched[(namespace, runtime)] = self._seq
+
+    def parked(self, namespace: str, runtime: str, reasons: Iterable[ParkReason]) -> tuple[RunKey, ...]:
+        """The parked keys of these groups, merged in queue order (a snapshot: safe to walk
+        while other threads park and activate)."""
+        with self._lock:
+            merged: list[tuple[SortKey, RunKey]] = []
+            for reason in reasons:
+                merged.extend(self._groups.get((namespace, runtime, reason), ()))
+        merged.sort()
+        return tuple(key for _, key in merged)
+
+    def parked_in(self, namespace: str, reason: ParkReason) -> tuple[RunKey, ...]:
+        """Every parked key of ``namespace`` with ``reason``, whatever its runtime."""
+        with self._lock:
+            merged = [
+                item
+                for (ns, _, why), items in self._groups.items()
+                if ns == namespace and why == reason
+                for item in items
+            ]
+        merged.sort()
+        return tuple(key for _, key in merged)
+
+    def claimed(self, namespace: str, pod: str) -> Resources:
+        """The requests of the Runs admitted for this pod whose cycles have not ended."""
+        with self._lock:
+            claims = self._claims.get((namespace, pod))
+            total = EMPTY_RESOURCES
+            for requests in (claims or {}).values():
+                total = add(total, requests)
+            return total
+
+    def activate(self, keys: Iterable[RunKey], *, runtime: str = "", pod: str = "", requests: Callable[[RunKey], Resources] | None = None) -> list[RunKey]:
+        """Take ``keys`` out of the lot (those still parked); with ``pod``, each holds a claim on
+        it until its cycle ends. Returns the keys that were parked (the ones to queue)."""
+        out: list[RunKey] = []
+        with self._lock:
+            for key in keys:
+                was = self._where.get(key)
+                if not self._unpark_locked(key):
+                    continue
+                out.append(key)
+                if was is not None:
+                    self._admitted_at[(was.group[0], was.group[1])] = self._clock()
+                if pod:
+                    slot = (key.namespace, pod)
+                    self._claims.setdefault(slot, {})[key] = requests(key) if requests is not None else EMPTY_RESOURCES
+                    self._claim_of[key] = slot
+        return out
+
+    def forget(self, key: RunKey) -> None:
+        """The Run is gone, bound or finished: it is not waiting any more."""
+        with self._lock:
+            self._unpark_locked(key)
+
+    def due(self) -> list[RunKey]:
+        """The safety net: Runs parked ``safety_net`` seconds in a group that admitted nobody
+        for as long; they leave the lot (the caller queues them)."""
+        now = self._clock()
+        limit = now - self._safety_net
+        out: list[RunKey] = []
+        with self._lock:
+            for key, parked in list(self._where.items()):
+                if parked.since > limit:
+                    continue
+                namespace, runtime, _ = parked.group
+                if self._admitted_at.get((namespace, runtime), -1e18) > limit:
+                    continue
+                self._unpark_locked(key)
+                out.append(key)
+        return out
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._where)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._where
+
+    def counts(self) -> dict[ParkReason, int]:
+        """Parked Runs by reason (for the queue-depth metric)."""
+        out: dict[ParkReason, int] = {}
+        with self._lock:
+            for (_, _, reason), items in self._groups.items():
+                out[reason] = out.get(reason, 0) + len(items)
+        return out
+
+    def __iter__(self) -> Iterator[RunKey]:
+        with self._lock:
+            return iter(list(self._where))
+
+    # --- internals (the lock is held) ----------------------------------------------------
+
+    def _park_locked(self, key: RunKey, group: Group, order: SortKey) -> None:
+        self._unpark_locked(key)
+        insort(self._groups.setdefault(group, []), (order, key))
+        self._where[key] = _Parked(group, order, self._clock())
+
+    def _unpark_locked(self, key: RunKey) -> bool:
+        parked = self._where.pop(key, None)
+        if parked is None:
+            return False
+        items = self._groups[parked.group]
+        at = bisect_left(items, (parked.order, key))
+        del items[at]
+        if not items:
+            del self._groups[parked.group]
+        return True

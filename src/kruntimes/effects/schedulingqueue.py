@@ -1,0 +1,238 @@
+"""One leadership term's scheduling queue: the ordered work queue plus the parking lot (SPEC §8).
+
+Where kube-scheduler has an activeQ (ordered by priority, then timestamp), a backoffQ
+and an unschedulable pool with queueing hints and a periodic flush, this has:
+
+- the **work queue** (``workqueue.WorkQueue``): ready keys in the policy's order
+  (``queueing.QueueOrder``: oldest first, lanes per namespace for ``namespace-fair``),
+  delayed requeues and per-key back-off;
+- the **parking lot** (``parking.Parking``): Runs whose cycle ended in Wait, by
+  (namespace, runtime, reason), until an event can help them;
+- the **admission** of parked Runs when a pod has room (``queueing.admit``: in queue
+  order, only those the pod can take, enough to fill it), chained: when a Run admitted
+  for a pod ends its cycle without filling the pod, the pod's remaining room admits the
+  next one;
+- the **safety net** (``sweep``): a parked Run of a group that admitted nobody for 30 s
+  is planned again.
+
+Every decision about *which* Runs an event helps is pure (``wakeups.signals``,
+``queueing.admit``); this class keeps the mutable sets and the locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Final
+
+from kruntimes.effects.atom import Atom
+from kruntimes.effects.metrics import SchedulerMetrics
+from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
+from kruntimes.effects.workqueue import WorkQueue, by_policy
+from kruntimes.pure.framework.registry import Registry
+from kruntimes.pure.ledger import Ledger
+from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, RunKey, SchedulerConfig, Snapshot
+from kruntimes.pure.model.plan import Wait
+from kruntimes.pure.planner import precheck
+from kruntimes.pure.queueing import FIFO, ParkReason, QueueEntry, QueueOrder, admit, entry_of, initial_order, park_reason
+from kruntimes.pure.state.cluster import ClusterState, Event
+from kruntimes.pure.step import BackOff, Forget, Next, Outcome, RequeueAfter, Step
+from kruntimes.pure.wakeups import Activate, Room, Targets, WakeupSource, signals
+
+log = logging.getLogger(__name__)
+
+_RELEASING: Final[frozenset[Outcome]] = frozenset({"bind_conflict", "write_failed", "gone", "not_leader", "released"})
+
+_UNKNOWN: Final = QueueEntry(RunKey("", ""))
+
+
+class SchedulingQueue:
+    """The queue, the parking lot and the rules that move keys between them, for one term."""
+
+    def __init__(
+        self,
+        state: Atom[ClusterState],
+        ledger: Atom[Ledger],
+        *,
+        config: SchedulerConfig,
+        registry: Registry,
+        metrics: SchedulerMetrics,
+        policy: QueueOrder = FIFO,
+        now: Callable[[], datetime],
+        clock: Callable[[], float] = time.monotonic,
+        safety_net: float = DEFAULT_SAFETY_NET,
+    ) -> None:
+        self._state = state
+        self._ledger = ledger
+        self._config = config
+        self._registry = registry
+        self._metrics = metrics
+        self._policy = policy
+        self._now = now
+        order, lane = by_policy(policy, self._entry)
+        self.work: WorkQueue[RunKey] = WorkQueue(clock=clock, order=order, lane=lane)
+        self.parking = Parking(clock=clock, safety_net=safety_net)
+
+    def _entry(self, key: RunKey) -> QueueEntry:
+        run = self._state.get().run(key)
+        return _UNKNOWN if run is None else entry_of(run)
+
+    # --- a new term -------------------------------------------------------------------
+
+    def activate_pending(self) -> int:
+        """A new leader's backlog: Runs a cycle must look at now (invalid, cancelled, due for
+        a retry delay) are queued; the rest are parked, and every pod with room admits
+        from its group, so the first cycles are binds, not a pass over the whole backlog."""
+        state, now = self._state.get(), self._now()
+        groups: set[tuple[str, str]] = set()
+        pending = initial_order(state.runs(), self._policy)
+        for key in pending:
+            run = state.run(key)
+            if run is None:
+                continue
+            quick = Snapshot(key, run, (), (), None, None, now, self._config)
+            if not run.runtime or precheck(quick) is not None:
+                self.work.add(key)
+            else:
+                self.parking.park_unplanned(key, run.runtime, self._policy.sort_key(entry_of(run)))
+                groups.add((key.namespace, run.runtime))
+        for namespace, runtime in sorted(groups):
+            for slot in state.pod_slots(namespace, runtime):
+                self._admit(namespace, runtime, slot.pod.name, grown=True, source=None)
+        return len(pending)
+
+    # --- events -----------------------------------------------------------------------------
+
+    def on_event(
+        self, old: ClusterState, new: ClusterState, event: Event, released: Reservation | None = None
+    ) -> None:
+        """Turn one watch event's signals into activations. ``released``: a reservation the
+        event ended without the Run becoming active (it finished, was reset or deleted
+        before its bind was seen): its pod has that room back."""
+        now = self._now()
+        if released is not None:
+            run = new.run(RunKey(released.namespace, released.run_name))
+            if run is None or not run.status.active:
+                self.release(released)
+        for signal in signals(old, new, event, now, self._config):
+            if isinstance(signal, Activate):
+                self.parking.forget(signal.key)
+                self.work.add(signal.key)
+            elif isinstance(signal, Room):
+                self.parking.touch(signal.namespace, signal.runtime)
+                self._admit(signal.namespace, signal.runtime, signal.pod, grown=signal.grown, source=signal.source)
+            elif isinstance(signal, Targets):
+                self.parking.touch(signal.namespace)
+                self._targets(new, signal)
+
+    def release(self, reservation: Reservation) -> None:
+        """A reservation went without becoming usage: its pod may admit a waiting Run."""
+        pod = self._state.get().pod(reservation.namespace, reservation.pod)
+        if pod is None:
+            return
+        self.parking.touch(reservation.namespace, pod.runtime)
+        self._admit(reservation.namespace, pod.runtime, reservation.pod, grown=False, source="capacity_released")
+
+    def activate(self, keys: Iterable[RunKey]) -> None:
+        """Queue these Runs now, parked or not (e.g. their workspace changed)."""
+        for key in keys:
+            self.parking.forget(key)
+            self.work.add(key)
+
+    def _admit(self, namespace: str, runtime: str, pod: str, *, grown: bool, source: WakeupSource | None) -> None:
+        reasons: tuple[ParkReason, ...] = ("capacity", "constraints", "unfit") if grown else ("capacity", "constraints")
+        parked = self.parking.parked(namespace, runtime, reasons)
+        if not parked:
+            return
+        state = self._state.get()
+        chosen = admit(
+            state, self._ledger.get(), parked, pod, self.parking.claimed(namespace, pod), self._now(), self._config, self._registry
+        )
+        if not chosen:
+            return
+        activated = self.parking.activate(chosen, pod=pod, requests=lambda key: _requests(state, key))
+        if source is not None and activated:
+            self._metrics.count_wakeups(source, len(activated))
+        for key in activated:
+            self.work.add(key)
+
+    def _targets(self, state: ClusterState, signal: Targets) -> None:
+        """Runs waiting on required (anti-)affinity whose terms match the labels that came or went."""
+        woken: list[RunKey] = []
+        for key in self.parking.parked_in(signal.namespace, "constraints"):
+            run = state.run(key)
+            if run is None:
+                continue
+            terms = run.affinity.required + run.affinity.anti_required
+            if any(term.selector.matches(labels) for term in terms for labels in signal.labels):
+                woken.append(key)
+        for key in self.parking.activate(woken):
+            self.work.add(key)
+
+    # --- a cycle's end --------------------------------------------------------------------------
+
+    def started(self, key: RunKey) -> None:
+        self.parking.started(key)
+
+    def after_cycle(self, key: RunKey, step: Step | None, next_: Next, outcome: Outcome | None) -> None:
+        """Requeue, park or forget ``key`` after its cycle (``outcome``: what it came to;
+        ``None`` when it raised); give back to the parked Runs any room its reservation left;
+        then let the pod it was admitted for, if any, admit the next Run into what room is left."""
+        work = self.work
+        parked = False
+        if outcome == "waiting" and step is not None:
+            decided = step.plan.value_or(None)
+            run = step.snapshot.run
+            if isinstance(decided, Wait) and run is not None:
+                reason = park_reason(step.snapshot, decided)
+                if self.parking.park(key, run.runtime, reason, self._policy.sort_key(entry_of(run))):
+                    work.forget(key)
+                    parked = True
+                else:
+                    work.forget(key)
+                    work.add(key)  # something it reads changed while it was planned
+                    parked = True
+        if not parked:
+            self.parking.forget(key)
+            if isinstance(next_, Forget):
+                work.forget(key)
+            elif isinstance(next_, RequeueAfter):
+                work.forget(key)
+                work.add_after(key, next_.seconds)
+            elif isinstance(next_, BackOff):
+                work.add_rate_limited(key, next_.at_least)
+        if step is not None and outcome in _RELEASING:
+            # the bind's reservation was given back (refused, gone, not leading, or a read proved
+            # an unknown outcome never landed): the room it held may admit a waiting Run
+            released = step.ledger.get(key.namespace, step.snapshot.run.uid) if step.snapshot.run is not None else None
+            if released is not None and self._ledger.get().get(key.namespace, released.run_uid) is None:
+                self.release(released)
+        slot = self.parking.finished(key)
+        if slot is not None:
+            run = self._state.get().run(key)
+            pod_runtime = self._pod_runtime(slot[0], slot[1])
+            if pod_runtime is not None:
+                self._admit(slot[0], pod_runtime, slot[1], grown=False, source=None)
+            elif run is not None:
+                log.debug("admitted pod is gone", extra={"run": str(key)})
+
+    def _pod_runtime(self, namespace: str, pod: str) -> str | None:
+        found = self._state.get().pod(namespace, pod)
+        return None if found is None else found.runtime
+
+    def sweep(self) -> int:
+        """The safety net: queue the parked Runs that are due; how many."""
+        due = self.parking.due()
+        for key in due:
+            self.work.add(key)
+        return len(due)
+
+    def shutdown(self) -> None:
+        self.work.shutdown()
+
+
+def _requests(state: ClusterState, key: RunKey) -> Resources:
+    run = state.run(key)
+    return EMPTY_RESOURCES if run is None else run.requests

@@ -1,0 +1,214 @@
+"""The scheduling queue and its parking lot (SPEC §8), driven event by event on a simulated clock.
+
+Cycles are played by hand: ``take`` a key as a worker would, decide it with the pure step,
+and hand the result back with ``finish`` — so the races between an event and a cycle are
+placed exactly where a test wants them.
+"""
+
+from __future__ import annotations
+
+
+
+from kruntimes.effects.atom import Atom
+from kruntimes.effects.metrics import SchedulerMetrics
+from kruntimes.effects.schedulingqueue import SchedulingQueue
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, Run, RunKey
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueOrder
+from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
+from kruntimes.pure.step import Step, transact
+from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Harness:
+    def __init__(self, *objects: Object, policy: QueueOrder | None = None) -> None:
+        self.state: Atom[ClusterState] = Atom(from_objects(objects))
+        self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
+        self.clock = FakeClock()
+        self.metrics = SchedulerMetrics(DEFAULT_REGISTRY)
+        self.queue = SchedulingQueue(
+            self.state, self.ledger, config=DEFAULT_CONFIG, registry=DEFAULT_REGISTRY, metrics=self.metrics,
+            policy=policy or FIFO, now=lambda: NOW, clock=self.clock,
+        )
+
+    def event(self, kind: str, obj: Object) -> None:
+        """One watch event, as the scheduler's informer callback takes it: state, ledger hand-off, queue."""
+        old = self.state.get()
+        event = Event(kind, obj)  # type: ignore[arg-type]  # a test's literal
+        new = apply(old, event)
+        self.state.reset(new)
+        released = None
+        if isinstance(obj, Run):
+            held = self.ledger.get().get(obj.namespace, obj.uid)
+            drop = release if kind == "DELETED" else lambda ledger, ns, uid: observe(ledger, obj)
+            self.ledger.reset(drop(self.ledger.get(), obj.namespace, obj.uid))
+            if held is not None and self.ledger.get().get(obj.namespace, obj.uid) is None:
+                released = held
+        self.queue.on_event(old, new, event, released)
+
+    def take(self) -> RunKey | None:
+        key = self.queue.work.try_get()
+        if key is not None:
+            self.queue.started(key)
+        return key
+
+    def decide(self, key: RunKey) -> Step:
+        """The step, its ledger committed (as the effect layer's swap does; writes are not applied)."""
+        step = transact(self.state.get(), self.ledger.get(), key, NOW, DEFAULT_CONFIG)
+        self.ledger.reset(step.ledger)
+        return step
+
+    def finish(self, key: RunKey, step: Step) -> None:
+        self.queue.after_cycle(key, step, step.settled.next, step.settled.outcome)
+        self.queue.work.done(key)
+
+    def cycle(self) -> tuple[RunKey, Step] | None:
+        key = self.take()
+        if key is None:
+            return None
+        step = self.decide(key)
+        self.finish(key, step)
+        return key, step
+
+    def ready(self) -> list[str]:
+        out: list[str] = []
+        work = self.queue.work
+        while (key := work.try_get()) is not None:
+            out.append(key.name)
+            work.done(key)
+        return out
+
+
+def backlog(count: int, slots: int = 1) -> Harness:
+    pod = decoded_pod("a", capacity={"runs": str(slots)})
+    runs = [decoded_run(f"r{i}", created=at(i)) for i in range(count)]
+    return Harness(pod, *runs)
+
+
+def test_a_new_leader_plans_only_what_the_free_slots_can_take() -> None:
+    harness = backlog(20, slots=2)
+    assert harness.queue.activate_pending() == 20
+    assert harness.ready() == ["r0", "r1"]
+    assert len(harness.queue.parking) == 18
+
+
+def test_a_released_slot_admits_the_next_run_in_line_and_only_that_one() -> None:
+    harness = backlog(5, slots=1)
+    harness.queue.activate_pending()
+    first = harness.cycle()
+    assert first is not None and first[0].name == "r0" and first[1].write is not None
+    assert harness.take() is None  # nobody else was planned for nothing
+    harness.event("MODIFIED", active_run("r0", "a", resource_version="2"))  # the bind is observed...
+    harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
+    assert harness.ready() == ["r1"]
+    assert harness.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"}) == 1
+
+
+def test_a_release_that_arrives_while_a_run_is_being_planned_is_not_lost() -> None:
+    """The kube-scheduler trap: the release lands after the cycle read the state and before the
+    Run is parked. The parking lot sees the event counter moved and queues the Run again."""
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("w"))
+    harness.queue.activate_pending()
+    assert harness.ready() == []  # the slot is taken: w is parked unplanned
+    harness.queue.activate([RunKey("default", "w")])
+    key = harness.take()
+    assert key is not None
+    step = harness.decide(key)  # plans against the full pod: Wait
+    assert step.settled.outcome == "waiting"
+    harness.event("MODIFIED", decoded_run("holder", phase="Succeeded", assigned_pod="a"))  # released mid-cycle
+    harness.finish(key, step)
+    assert RunKey("default", "w") not in harness.queue.parking
+    assert harness.ready() == ["w"]
+
+
+def test_without_a_mid_cycle_event_a_waiting_run_is_parked_not_requeued() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("w"))
+    harness.queue.activate([RunKey("default", "w")])
+    cycled = harness.cycle()
+    assert cycled is not None and cycled[1].settled.outcome == "waiting"
+    assert RunKey("default", "w") in harness.queue.parking
+    harness.clock.now += 29
+    assert harness.queue.sweep() == 0 and harness.ready() == []
+
+
+def test_the_safety_net_re_plans_a_group_that_admitted_nobody_for_30_seconds() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("w"))
+    harness.queue.activate([RunKey("default", "w")])
+    harness.cycle()
+    harness.clock.now += 30
+    assert harness.queue.sweep() == 1
+    assert harness.ready() == ["w"]
+
+
+def test_a_group_that_is_being_served_needs_no_safety_net_for_the_runs_behind() -> None:
+    harness = backlog(4, slots=1)
+    harness.queue.activate_pending()
+    harness.clock.now += 25
+    step = harness.cycle()  # r0 binds
+    assert step is not None
+    harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
+    assert harness.ready() == ["r1"]  # admitted now: the group made progress
+    harness.clock.now += 10  # r2 and r3 parked 35 s ago, but their group admitted 10 s ago
+    assert harness.queue.sweep() == 0
+
+
+def test_an_admitted_run_that_does_not_use_the_room_passes_it_to_the_next() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("r0", created=at(0)), decoded_run("r1", created=at(1)))
+    harness.queue.activate_pending()
+    harness.event("MODIFIED", decoded_run("holder", phase="Succeeded", assigned_pod="a"))
+    key = harness.take()
+    assert key is not None and key.name == "r0"
+    harness.event("DELETED", decoded_run("r0", created=at(0)))  # gone before its cycle
+    harness.finish(key, harness.decide(key))
+    assert harness.ready() == ["r1"]  # the pod's room was not left unused
+
+
+def test_a_run_no_pod_could_hold_waits_for_a_pod_that_can_not_for_releases() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("huge", requests={"runs": "4"}, created=at(0)), decoded_run("small", created=at(1)))
+    for name in ("huge", "small"):
+        harness.queue.activate([RunKey("default", name)])
+        harness.cycle()
+    assert harness.queue.parking.counts() == {"unfit": 1, "capacity": 1}
+    harness.event("MODIFIED", decoded_run("holder", phase="Succeeded", assigned_pod="a"))
+    assert harness.ready() == ["small"]  # the release skipped the Run it could not help
+    harness.event("ADDED", decoded_pod("b", capacity={"runs": "4"}))
+    assert harness.ready() == ["huge"]
+
+
+def test_namespace_fair_admission_serves_each_namespace_in_turn() -> None:
+    pods = [decoded_pod("a", namespace=ns, capacity={"runs": "1"}) for ns in ("big", "small")]
+    runs = [decoded_run(f"b{i}", namespace="big", created=at(i)) for i in range(3)]
+    runs += [decoded_run(f"s{i}", namespace="small", created=at(10 + i)) for i in range(2)]
+    harness = Harness(*pods, *runs, policy=NAMESPACE_FAIR)
+    harness.queue.activate_pending()
+    assert harness.ready() == ["b0", "s0"]
+
+
+def test_the_schedulers_own_wait_write_does_not_wake_the_run_again() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("w"))
+    harness.queue.activate([RunKey("default", "w")])
+    cycled = harness.cycle()
+    assert cycled is not None and cycled[1].write is not None
+    from kruntimes.pure.status import applied
+
+    written = applied(cycled[1].write.run, cycled[1].write.patch, "7")
+    harness.event("MODIFIED", written)
+    assert harness.ready() == []
+
+
+
