@@ -60,6 +60,8 @@ UID: Final = "uid-run-default-r"
 HOLD: Final = 60.0
 DEADLINE: Final = NOW + timedelta(seconds=HOLD)
 WAITING: Final = messages.waiting_for_pods("python")
+WHY: Final = '0/0 Runtime Pods available: no Runtime Pod of runtime "python" in the namespace'
+"""The FailedScheduling Event's breakdown for a runtime with no pod (the status keeps WAITING)."""
 CREATED_AGO: Final = 3600.0
 """``decoded_run``'s default creationTimestamp is an hour before NOW."""
 
@@ -620,7 +622,7 @@ def test_a_waiting_run_gets_its_pending_status_a_failed_scheduling_event_and_a_3
     expect(w.run(), "waiting", RequeueAfter(30.0))
     [write] = w.binder.writes
     assert (write.purpose, write.patch.phase, write.patch.message) == ("wait", "Pending", WAITING)
-    assert w.events.recorded == [Recorded("r", "Warning", "FailedScheduling", WAITING, True)]
+    assert w.events.recorded == [Recorded("r", "Warning", "FailedScheduling", WHY, True)]
     assert w.sync("no_pods") == 1
     assert w.metric("kruntimes_scheduler_no_pods_total") == 1
 
@@ -631,8 +633,8 @@ def test_a_waiting_run_whose_status_is_unchanged_is_not_written_and_its_event_is
     expect(w.run(), "waiting", RequeueAfter(30.0))
     assert w.binder.writes == []
     assert w.events.recorded == [
-        Recorded("r", "Warning", "FailedScheduling", WAITING, True),
-        Recorded("r", "Warning", "FailedScheduling", WAITING, False),
+        Recorded("r", "Warning", "FailedScheduling", WHY, True),
+        Recorded("r", "Warning", "FailedScheduling", WHY, False),
     ]
 
 

@@ -73,15 +73,16 @@ def test_a_wait_writes_the_pending_status_and_earns_failed_scheduling_then_thirt
     step = transact(world(decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
     assert step.write is not None and step.write.purpose == "wait"
     assert step.write.patch.phase == "Pending"
-    message = 'waiting for available runtime pods for runtime "python"'
+    assert step.write.patch.message == 'waiting for available runtime pods for runtime "python"'
+    why = '0/0 Runtime Pods available: no Runtime Pod of runtime "python" in the namespace'
     assert step.settled == steps.Settled(
-        "waiting", RequeueAfter(30.0), EventNote("Warning", "FailedScheduling", message), sync="no_pods"
+        "waiting", RequeueAfter(30.0), EventNote("Warning", "FailedScheduling", why), sync="no_pods"
     )
     assert step.ledger is EMPTY_LEDGER
 
 
 def test_an_unchanged_wait_writes_nothing_but_still_earns_its_event() -> None:
-    message = 'waiting for available runtime pods for runtime "python"'
+    message = '0/0 Runtime Pods available: no Runtime Pod of runtime "python" in the namespace'
     first = transact(world(decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
     assert first.write is not None
     written = world(_applied(first))
@@ -334,3 +335,20 @@ def test_a_held_reservation_goes_when_the_run_is_seen_at_a_newer_version() -> No
 def test_hold_without_a_reservation_changes_nothing() -> None:
     assert hold(EMPTY_LEDGER, "default", "nobody", NOW) is EMPTY_LEDGER
 
+
+
+def test_the_failed_scheduling_event_says_why_each_group_of_pods_was_refused_with_counts_only() -> None:
+    names = ("secret-a", "secret-b", "secret-c", "secret-d", "secret-e")
+    busy = [active_run(f"busy-{p}", p) for p in names[:2]]
+    pods = [decoded_pod(names[0], capacity={"runs": "1"}), decoded_pod(names[1], capacity={"runs": "1"}),
+            decoded_pod(names[2], ready=False), decoded_pod(names[3], heartbeat_at=at(-600)),
+            decoded_pod(names[4], capacity={"runs": "3"})]
+    busy.append(active_run("busy-e", names[4], requests={"runs": "2"}))
+    big = decoded_run("r", requests={"runs": "2"})
+    step = transact(world(*pods, *busy, big), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    event = step.settled.event
+    assert event is not None and event.reason == "FailedScheduling"
+    assert event.message == "0/5 Runtime Pods available: 2 too small (runs), 1 full (runs), 1 not ready, 1 stale heartbeat"
+    assert "secret" not in event.message
+    # the status keeps upstream's text; the breakdown is the Event's
+    assert step.write is not None and step.write.patch.message == 'waiting for available runtime pods for runtime "python"'

@@ -48,6 +48,7 @@ from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait
 from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.plugins.availability import RuntimePodAvailability, unavailable_kind
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.state.cluster import ClusterState
@@ -139,6 +140,7 @@ class StatusWrite:
 EventType: TypeAlias = Literal["Normal", "Warning"]
 REASON_SCHEDULED: Final = "Scheduled"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+AVAILABILITY: Final = RuntimePodAvailability.name
 
 
 @final
@@ -360,7 +362,8 @@ def decide(planned: Planned, state: ClusterState, ledger: Ledger, registry: Regi
     if isinstance(decided, Bind):
         return _reserve(planned, state, synced, run, decided, registry)
     if isinstance(decided, Wait):
-        wait = Settled("waiting", RequeueAfter(decided.requeue_after), _failed_scheduling(decided), sync="no_pods")
+        note = _failed_scheduling(decided, snapshot, run)
+        wait = Settled("waiting", RequeueAfter(decided.requeue_after), note, sync="no_pods")
         return Step(planned, synced, _write(run, decided, snapshot.now, "wait"), wait)
     if isinstance(decided, (Fail, Cancel)):
         event = EventNote("Normal" if isinstance(decided, Cancel) else "Warning", decided.reason, decided.message)
@@ -387,8 +390,29 @@ def _write(run: Run, decided: Plan, now: datetime, purpose: WritePurpose) -> Sta
     return None if patch is None else StatusWrite(run, patch, purpose)
 
 
-def _failed_scheduling(wait: Wait) -> EventNote:
-    return EventNote("Warning", REASON_FAILED_SCHEDULING, wait.message)
+def _failed_scheduling(wait: Wait, snapshot: Snapshot, run: Run) -> EventNote:
+    return EventNote("Warning", REASON_FAILED_SCHEDULING, why_pending(wait, snapshot, run))
+
+
+def why_pending(wait: Wait, snapshot: Snapshot, run: Run) -> str:
+    """The ``FailedScheduling`` Event's message: kube-scheduler's breakdown by cause, with
+    counts and reasons only (no pod, Run or selector names), e.g. ``0/6 Runtime Pods
+    available: 4 full (runs), 2 not ready``. The status message stays the upstream text
+    (``Wait.message``); the Event is where an operator reads *why*."""
+    pods = snapshot.pods
+    if not pods:
+        return f'0/0 Runtime Pods available: no Runtime Pod of runtime "{run.runtime}" in the namespace'
+    counts: dict[str, int] = {}
+    stale_after = snapshot.config.stale_after()
+    for slot in pods:
+        kind = unavailable_kind(slot, run.requests, snapshot.now, stale_after)
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    for plugin, reason, count in wait.rejections:
+        if plugin != AVAILABILITY:
+            counts[reason] = counts.get(reason, 0) + count
+    parts = ", ".join(f"{count} {kind}" for kind, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+    return f"0/{len(pods)} Runtime Pods available: {parts or 'none feasible'}"
 
 
 def _skipped(planned: Planned, synced: Ledger, decided: Plan, now: datetime) -> Step:

@@ -129,4 +129,32 @@ def unavailable_detail(slot: PodSlot, request: Resources, now: datetime, stale_a
     return "; ".join(short) if short else "unavailable"
 
 
+def unavailable_kind(slot: PodSlot, request: Resources, now: datetime, stale_after: timedelta) -> str | None:
+    """What kind of unavailable the pod is for ``request``, as a short count label for the
+    ``FailedScheduling`` Event (``4 full (runs)``, ``2 not ready``); ``None`` when it is
+    available and fits. Names only resources the Run itself requests, never the pod."""
+    pod = slot.pod
+    if pod.phase != RUNNING:
+        return "not running"
+    if pod.deleting:
+        return "being deleted"
+    if not pod.ready:
+        return "not ready"
+    if not pod.heartbeat_ok or pod.heartbeat_at is None:
+        return "no heartbeat"
+    if not pod.heartbeat_fresh(now, stale_after):
+        return "stale heartbeat"
+    for name, amount in sorted(request.items()):
+        if amount <= 0:
+            continue
+        limit = pod.capacity.get(name)
+        if limit is None:
+            return f"without {name}"
+        if amount > limit:
+            return f"too small ({name})"
+        if slot.usage.get(name, 0) + amount > limit:
+            return f"full ({name})"
+    return None
+
+
 _: FilterPlugin = RuntimePodAvailability()
