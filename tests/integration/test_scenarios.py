@@ -76,14 +76,20 @@ def test_waiting_runs_get_the_exact_pending_messages(
         "anti": 'waiting for available runtime pods satisfying required Run anti-affinity for runtime "busy"',
         "needs-ws": 'waiting for workspace "scratch" placement for runtime "busy"',
     }
+    why = {  # the Event's breakdown: counts by cause, never a name (the status keeps upstream's text)
+        "no-pods": '0/0 Runtime Pods available: no Runtime Pod of runtime "absent" in the namespace',
+        "affine": "0/1 Runtime Pods available: 1 UnsatisfiedRunAffinity",
+        "anti": "0/1 Runtime Pods available: 1 UnsatisfiedRunAntiAffinity",
+        "needs-ws": "0/1 Runtime Pods available: 1 WorkspaceUnavailable",
+    }
     for name, message in expected.items():
         run = wait_until(lambda: waiting(kube, name), what=name)
         assert at(run, "status", "phase") == "Pending"
         assert at(run, "status", "message") == message
         assert _scheduled_condition(run) == ("False", "Unschedulable", message)
         events = wait_until(lambda: events_for(kube, name), what=f"{name} event")
-        assert [(e["type"], e["reason"], e["message"]) for e in events] == [("Warning", "FailedScheduling", message)]
-    # each Run waits at least once; its own status write wakes it once more (a no-op cycle)
+        assert [(e["type"], e["reason"], e["message"]) for e in events] == [("Warning", "FailedScheduling", why[name])]
+    # each Run waits at least once
     no_pods = sched.metrics.value("kruntimes_scheduler_no_pods_total")
     assert no_pods is not None and no_pods >= 4
     assert sched.metrics.value("kruntimes_scheduler_sync_total", {"result": "no_pods"}) == no_pods
