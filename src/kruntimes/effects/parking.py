@@ -25,10 +25,11 @@ Thread-safe: informer threads signal and workers park, under one lock. Time is i
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, TypeAlias, final
 
@@ -59,7 +60,8 @@ class Parking:
         self._clock = clock
         self._safety_net = safety_net
         self._lock = threading.Lock()
-        self._groups: dict[Group, list[tuple[SortKey, RunKey]]] = {}
+        self._groups: dict[tuple[str, str], dict[ParkReason, list[tuple[SortKey, RunKey]]]] = {}
+        """(namespace, runtime) -> reason -> the parked (order, key) pairs, sorted."""
         self._where: dict[RunKey, _Parked] = {}
         self._admitted_at: dict[tuple[str, str], float] = {}
         self._seq = 0
@@ -122,27 +124,25 @@ class Parking:
             else:
                 self._touched[(namespace, runtime)] = self._seq
 
-    def parked(self, namespace: str, runtime: str, reasons: Iterable[ParkReason]) -> tuple[RunKey, ...]:
-        """The parked keys of these groups, merged in queue order (a snapshot: safe to walk
-        while other threads park and activate)."""
+    def parked(
+        self, namespace: str, runtime: str, reasons: Iterable[ParkReason], limit: int
+    ) -> tuple[RunKey, ...]:
+        """The first ``limit`` parked keys of these groups, merged in queue order (a copy: safe
+        to walk while other threads park and activate). Costs O(limit), whatever the backlog."""
         with self._lock:
-            merged: list[tuple[SortKey, RunKey]] = []
-            for reason in reasons:
-                merged.extend(self._groups.get((namespace, runtime, reason), ()))
-        merged.sort()
-        return tuple(key for _, key in merged)
+            heads = [self._groups.get((namespace, runtime), {}).get(reason, [])[:limit] for reason in reasons]
+        merged = heads[0] if len(heads) == 1 else list(heapq.merge(*heads))
+        return tuple(key for _, key in merged[:limit])
 
     def parked_in(self, namespace: str, reason: ParkReason) -> tuple[RunKey, ...]:
-        """Every parked key of ``namespace`` with ``reason``, whatever its runtime."""
+        """Every parked key of ``namespace`` with ``reason``, whatever its runtime (any order)."""
         with self._lock:
-            merged = [
-                item
-                for (ns, _, why), items in self._groups.items()
-                if ns == namespace and why == reason
-                for item in items
-            ]
-        merged.sort()
-        return tuple(key for _, key in merged)
+            return tuple(
+                key
+                for (ns, _), by_reason in self._groups.items()
+                if ns == namespace
+                for _, key in by_reason.get(reason, ())
+            )
 
     def claimed(self, namespace: str, pod: str) -> Resources:
         """The requests of the Runs admitted for this pod whose cycles have not ended."""
@@ -178,19 +178,18 @@ class Parking:
 
     def due(self) -> list[RunKey]:
         """The safety net: Runs parked ``safety_net`` seconds in a group that admitted nobody
-        for as long; they leave the lot (the caller queues them)."""
-        now = self._clock()
-        limit = now - self._safety_net
+        for as long; they leave the lot (the caller queues them). A group being served is
+        skipped whole, so a large backlog that drains costs nothing here."""
+        limit = self._clock() - self._safety_net
         out: list[RunKey] = []
         with self._lock:
-            for key, parked in list(self._where.items()):
-                if parked.since > limit:
+            for group, by_reason in list(self._groups.items()):
+                if self._admitted_at.get(group, -1e18) > limit:
                     continue
-                namespace, runtime, _ = parked.group
-                if self._admitted_at.get((namespace, runtime), -1e18) > limit:
-                    continue
+                for items in list(by_reason.values()):
+                    out.extend(key for _, key in items if self._where[key].since <= limit)
+            for key in out:
                 self._unpark_locked(key)
-                out.append(key)
         return out
 
     def __len__(self) -> int:
@@ -205,28 +204,29 @@ class Parking:
         """Parked Runs by reason (for the queue-depth metric)."""
         out: dict[ParkReason, int] = {}
         with self._lock:
-            for (_, _, reason), items in self._groups.items():
-                out[reason] = out.get(reason, 0) + len(items)
+            for by_reason in self._groups.values():
+                for reason, items in by_reason.items():
+                    out[reason] = out.get(reason, 0) + len(items)
         return out
-
-    def __iter__(self) -> Iterator[RunKey]:
-        with self._lock:
-            return iter(list(self._where))
 
     # --- internals (the lock is held) ----------------------------------------------------
 
     def _park_locked(self, key: RunKey, group: Group, order: SortKey) -> None:
         self._unpark_locked(key)
-        insort(self._groups.setdefault(group, []), (order, key))
+        namespace, runtime, reason = group
+        insort(self._groups.setdefault((namespace, runtime), {}).setdefault(reason, []), (order, key))
         self._where[key] = _Parked(group, order, self._clock())
 
     def _unpark_locked(self, key: RunKey) -> bool:
         parked = self._where.pop(key, None)
         if parked is None:
             return False
-        items = self._groups[parked.group]
-        at = bisect_left(items, (parked.order, key))
-        del items[at]
+        namespace, runtime, reason = parked.group
+        by_reason = self._groups[(namespace, runtime)]
+        items = by_reason[reason]
+        del items[bisect_left(items, (parked.order, key))]
         if not items:
-            del self._groups[parked.group]
+            del by_reason[reason]
+            if not by_reason:
+                del self._groups[(namespace, runtime)]
         return True

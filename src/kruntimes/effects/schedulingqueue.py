@@ -36,7 +36,7 @@ from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.planner import precheck
-from kruntimes.pure.queueing import FIFO, ParkReason, QueueEntry, QueueOrder, admit, entry_of, initial_order, park_reason
+from kruntimes.pure.queueing import FIFO, MAX_ADMISSION_WALK, ParkReason, QueueEntry, QueueOrder, admit, entry_of, initial_order, park_reason
 from kruntimes.pure.state.cluster import ClusterState, Event
 from kruntimes.pure.step import BackOff, Forget, Next, Outcome, RequeueAfter, Step
 from kruntimes.pure.wakeups import Activate, Room, Targets, WakeupSource, signals
@@ -143,7 +143,7 @@ class SchedulingQueue:
 
     def _admit(self, namespace: str, runtime: str, pod: str, *, grown: bool, source: WakeupSource | None) -> None:
         reasons: tuple[ParkReason, ...] = ("capacity", "constraints", "unfit") if grown else ("capacity", "constraints")
-        parked = self.parking.parked(namespace, runtime, reasons)
+        parked = self.parking.parked(namespace, runtime, reasons, MAX_ADMISSION_WALK)
         if not parked:
             return
         state = self._state.get()
