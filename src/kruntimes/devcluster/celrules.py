@@ -1,0 +1,165 @@
+"""``x-kubernetes-validations`` rules: CEL, evaluated with cel-python (``celpy``).
+
+The API server evaluates each rule with ``self`` bound to the value at the
+rule's place in the object and, on update, ``oldSelf`` bound to the same place
+in the stored object. A rule that mentions ``oldSelf`` is a *transition rule*:
+it is skipped when there is no old value to compare with (create, or a value
+the update does not correlate with an old one).
+
+cel-python implements the CEL standard library (``size``, ``has``, ``matches``,
+``startsWith``, the ``all``/``exists``/``filter``/``map`` macros...) but none
+of Kubernetes' CEL extension libraries. :data:`EXTENSIONS` registers the
+extension functions the project's CRDs use, and no others, so a rule that
+needs an unregistered one fails loudly instead of passing by accident.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, final
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
+
+_OLD_SELF: Final = re.compile(r"\boldSelf\b")
+
+
+def split(text: celtypes.StringType, separator: celtypes.StringType, limit: celtypes.IntType | None = None) -> celtypes.ListType:
+    """Kubernetes' ``<string>.split(<string>[, <int>])`` (strings extension, Go ``strings.SplitN`` semantics).
+
+    A limit of 0 gives an empty list, a negative one (the default) every part, ``n > 0`` at most ``n``
+    parts, the last one unsplit. An empty separator splits into characters.
+    """
+    if not isinstance(text, str) or not isinstance(separator, str):
+        raise TypeError("split takes a string separator")
+    n = -1 if limit is None else int(limit)
+    if n == 0:
+        return celtypes.ListType([])
+    if separator == "":
+        chars = list(text)
+        parts = chars if n < 0 or n >= len(chars) else [*chars[: n - 1], "".join(chars[n - 1 :])]
+    else:
+        parts = text.split(separator) if n < 0 else text.split(separator, n - 1)
+    return celtypes.ListType([celtypes.StringType(p) for p in parts])
+
+
+EXTENSIONS: Final[Mapping[str, Callable[..., Any]]] = {"split": split}
+"""Kubernetes CEL extension functions cel-python lacks, by name: exactly those ``deploy/crds`` rules call."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One rule's verdict: ``ok``, or why not (``message`` is the rule's message, or the evaluation error)."""
+
+    ok: bool
+    message: str = ""
+
+
+@final
+class CompiledRule:
+    """One ``x-kubernetes-validations`` entry, compiled once and evaluated per write."""
+
+    def __init__(self, rule: Mapping[str, Any]) -> None:
+        self.text = str(rule.get("rule", ""))
+        self.message = str(rule.get("message") or "")
+        self.message_expression = str(rule.get("messageExpression") or "")
+        self.reason = str(rule.get("reason") or "FieldValueInvalid")
+        self.field_path = str(rule.get("fieldPath") or "")
+        self.transition = bool(_OLD_SELF.search(self.text))
+        self._program = _program(self.text)
+        self._message_program = _program(self.message_expression) if self.message_expression else None
+
+    def evaluate(self, value: Any, old: Any, has_old: bool) -> Outcome | None:
+        """The verdict on ``value`` (``old`` when ``has_old``); None when a transition rule has no old value."""
+        if self.transition and not has_old:
+            return None
+        try:
+            activation: dict[str, Any] = {"self": to_cel(value)}
+            if has_old:
+                activation["oldSelf"] = to_cel(old)
+            result = _run(self._program, activation)
+        except _EvalError as exc:
+            return Outcome(False, f"{exc} evaluating rule: {self.text}")
+        if not isinstance(result, (bool, celtypes.BoolType)):
+            return Outcome(False, f"{self.text}: rule did not evaluate to a bool")
+        if bool(result):
+            return Outcome(True)
+        return Outcome(False, self._failure_message(activation))
+
+    def _failure_message(self, activation: dict[str, Any]) -> str:
+        if self._message_program is not None:
+            try:
+                rendered = _run(self._message_program, activation)
+            except _EvalError:
+                rendered = None
+            if isinstance(rendered, str) and rendered.strip() and "\n" not in rendered:
+                return str(rendered)
+        return self.message or f"failed rule: {self.text}"
+
+
+class _EvalError(Exception):
+    pass
+
+
+_lock = threading.Lock()
+_env: celpy.Environment | None = None
+
+
+@functools.lru_cache(maxsize=1024)
+def _program(text: str) -> celpy.Runner:
+    """Parse ``text`` once; a rule that does not parse raises :class:`ValueError` (a CRD the server refuses)."""
+    global _env
+    with _lock:
+        if _env is None:
+            _env = celpy.Environment()
+        try:
+            ast = _env.compile(text)
+        except CELParseError as exc:
+            raise ValueError(f"compilation failed: {exc}") from None
+        return _env.program(ast, functions=dict(EXTENSIONS))
+
+
+def compile_rule(rule: Mapping[str, Any]) -> CompiledRule:
+    return CompiledRule(rule)
+
+
+def _run(program: celpy.Runner, activation: dict[str, Any]) -> Any:
+    try:
+        result = program.evaluate(activation)
+    except CELEvalError as exc:
+        raise _EvalError(_describe(exc)) from None
+    except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, RecursionError) as exc:
+        raise _EvalError(str(exc)) from None
+    if isinstance(result, CELEvalError):
+        raise _EvalError(_describe(result))
+    return result
+
+
+_ROOT_CAUSE: Final = re.compile(r"no such member in mapping: '[^']*'|no such key: [^\s'\"]+")
+
+
+def _describe(exc: CELEvalError) -> str:
+    """The evaluation error as Kubernetes words its usual one (a missing field is ``no such key: x``)."""
+    text = " ".join(str(a) for a in exc.args)
+    missing = _ROOT_CAUSE.search(text)
+    if missing is not None:
+        key = missing.group(0).rsplit(" ", 1)[-1].strip("'")
+        return f"no such key: {key}"
+    first = exc.args[0] if exc.args else exc
+    return str(first)[:300]
+
+
+def to_cel(value: Any) -> Any:
+    """A JSON value as CEL sees it (objects are maps, integers ints, numbers doubles); beyond int64 is an error."""
+    try:
+        return json_to_cel(value)
+    except (ValueError, OverflowError) as exc:
+        raise _EvalError(f"value out of range: {exc}") from None
