@@ -30,6 +30,7 @@ from kruntimes.devcluster.types import GroupResource, Obj
 
 CONTEXT_NAME: Final = "kruntimes-dev-cluster"
 STARTUP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+DEFAULT_RUNTIME_IMAGE: Final = "ghcr.io/kruntimes/dev-runtime:latest"
 _SETUP: Final = WriteContext("create", user_agent="kruntimes-devcluster/setup")
 
 
@@ -212,10 +213,18 @@ class DevCluster:
         Records share the stored objects: read them, never mutate them."""
         return self.store.writes(since)
 
-    def add_runtime(self, name: str, *, replicas: int = 1, capacity: Mapping[str, str] | None = None, namespace: str = "default") -> Obj:
-        """Create a ``Runtime`` (the simulator, when on, brings up its pods)."""
+    def add_runtime(self, name: str, *, replicas: int = 1, capacity: Mapping[str, str] | None = None, namespace: str = "default", image: str = DEFAULT_RUNTIME_IMAGE) -> Obj:
+        """Create a ``Runtime`` whose pods run ``image`` (the simulator, when on, brings up its pods)."""
         rd = self.registry.storage(RUNTIMES)
         if rd is None:
             raise RuntimeError("the Runtime kind is not installed in this dev cluster")
-        body: Obj = {"metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": replicas, "capacity": {"resources": dict(capacity or {"runs": "2"})}}}
+        body: Obj = {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": replicas,
+                "capacity": {"resources": dict(capacity or {"runs": "2"})},
+                # the CRD requires a pod template whose first container is named runtime
+                "template": {"spec": {"containers": [{"name": "runtime", "image": image}]}},
+            },
+        }
         return copy.deepcopy(self.service.create(rd, namespace, body, _SETUP))
