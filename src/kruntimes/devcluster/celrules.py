@@ -16,6 +16,7 @@ needs an unregistered one fails loudly instead of passing by accident.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from collections.abc import Callable, Mapping
@@ -76,11 +77,32 @@ class CompiledRule:
         self.transition = bool(_OLD_SELF.search(self.text))
         self._program = _program(self.text)
         self._message_program = _program(self.message_expression) if self.message_expression else None
+        self._memo: dict[str, Outcome] = {}
 
     def evaluate(self, value: Any, old: Any, has_old: bool) -> Outcome | None:
-        """The verdict on ``value`` (``old`` when ``has_old``); None when a transition rule has no old value."""
+        """The verdict on ``value`` (``old`` when ``has_old``); None when a transition rule has no old value.
+
+        Rules are pure functions of ``self`` and ``oldSelf``, so verdicts on small values are remembered:
+        a Run's status writes re-check its unchanged spec against the same stored spec every time, and
+        cel-python's interpreter takes milliseconds per rule.
+        """
         if self.transition and not has_old:
             return None
+        key = _memo_key(value, old if has_old and self.transition else None)
+        if key is not None:
+            with _memo_lock:
+                known = self._memo.get(key)
+            if known is not None:
+                return known
+        outcome = self._evaluate(value, old, has_old)
+        if key is not None:
+            with _memo_lock:
+                if len(self._memo) >= _MEMO_SIZE:
+                    self._memo.pop(next(iter(self._memo)))
+                self._memo[key] = outcome
+        return outcome
+
+    def _evaluate(self, value: Any, old: Any, has_old: bool) -> Outcome:
         try:
             activation: dict[str, Any] = {"self": to_cel(value)}
             if has_old:
@@ -109,6 +131,20 @@ class _EvalError(Exception):
     pass
 
 
+_MEMO_SIZE: Final = 512
+_MEMO_MAX_KEY: Final = 16_384
+_memo_lock = threading.Lock()
+
+
+def _memo_key(value: Any, old: Any) -> str | None:
+    """``(self, oldSelf)`` as canonical JSON, or None when too big to be worth remembering."""
+    try:
+        key = json.dumps([value, old], sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+    return key if len(key) <= _MEMO_MAX_KEY else None
+
+
 _lock = threading.Lock()
 _env: celpy.Environment | None = None
 
@@ -127,8 +163,21 @@ def _program(text: str) -> celpy.Runner:
         return _env.program(ast, functions=dict(EXTENSIONS))
 
 
+_compiled: dict[str, CompiledRule] = {}
+
+
 def compile_rule(rule: Mapping[str, Any]) -> CompiledRule:
-    return CompiledRule(rule)
+    """The compiled form of one ``x-kubernetes-validations`` entry, shared by every schema that has it."""
+    key = json.dumps(rule, sort_keys=True, default=str)
+    with _memo_lock:
+        found = _compiled.get(key)
+    if found is None:
+        found = CompiledRule(rule)
+        with _memo_lock:
+            if len(_compiled) > 4096:
+                _compiled.clear()
+            found = _compiled.setdefault(key, found)
+    return found
 
 
 def _run(program: celpy.Runner, activation: dict[str, Any]) -> Any:

@@ -69,7 +69,12 @@ def apply_schema(schema: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping
     _validate(body_schema, body, "", report.errors)
     if not any(e.reason == _TYPE_INVALID for e in report.errors):
         whole = {**_cel_view(kept), **body}
-        _rules(schema, whole, None if old is None else _cel_view(old), old is not None, "", report.errors)
+        old_whole = None
+        if old is not None:  # the stored object as the server reads it back: pruned and defaulted with today's schema
+            old_body = _prune(body_schema, {k: v for k, v in old.items() if k not in _ROOT_KEPT}, "", [])
+            _default(body_schema, old_body)
+            old_whole = {**_cel_view(old), **old_body}
+        _rules(schema, whole, old_whole, old is not None, "", report.errors)
     report.value = {**kept, **body}
     return report
 
