@@ -62,8 +62,8 @@ class ResourceDef:
 
     ``selectable_fields`` are field-selector paths beyond ``metadata.name`` and
     ``metadata.namespace`` (the CRD ``selectableFields`` mechanism).
-    ``schema`` is the ``openAPIV3Schema``: used for OpenAPI, pruning, strict
-    field validation, type checks and ``self == oldSelf`` immutability rules.
+    ``schema`` is the ``openAPIV3Schema``: used for OpenAPI, and applied to every
+    write by :mod:`kruntimes.devcluster.schema` (pruning, defaulting, validation, CEL rules).
     """
 
     group: str

@@ -30,6 +30,7 @@ import base64
 import binascii
 import copy
 import datetime as dt
+import functools
 import ipaddress
 import json
 import math
@@ -37,6 +38,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, final
+
+import re2
 
 from kruntimes.devcluster.celrules import compile_rule
 from kruntimes.devcluster.errors import FieldError
@@ -318,10 +321,26 @@ def _validate_string(schema: Mapping[str, Any], value: str, where: str, errors: 
         _err(errors, "FieldValueTooLong", where, f"Too long: may not be more than {int(schema['maxLength'])} bytes")
     if "minLength" in schema and len(value) < int(schema["minLength"]):
         _invalid(errors, where, value, f"{where} in body should be at least {int(schema['minLength'])} chars long")
-    if "pattern" in schema and re.search(str(schema["pattern"]), value) is None:
+    if "pattern" in schema and not pattern_matches(str(schema["pattern"]), value):
         _invalid(errors, where, value, f"{where} in body should match '{schema['pattern']}'")
     if "format" in schema and not format_ok(str(schema["format"]), value):
         _invalid(errors, where, value, f"{where} in body must be of type {schema['format']}: {shown(value)}")
+
+
+@functools.lru_cache(maxsize=512)
+def _regexp(pattern: str) -> Callable[[str], bool]:
+    """``pattern`` compiled with RE2, the engine kube-apiserver uses (Python's ``re`` if RE2 refuses it)."""
+    try:
+        compiled = re2.compile(pattern)
+        return lambda text: compiled.search(text) is not None
+    except re2.error:
+        fallback = re.compile(pattern)
+        return lambda text: fallback.search(text) is not None
+
+
+def pattern_matches(pattern: str, text: str) -> bool:
+    """OpenAPI ``pattern``: an unanchored search."""
+    return _regexp(pattern)(text)
 
 
 def _validate_number(schema: Mapping[str, Any], value: float, where: str, errors: list[FieldError]) -> None:
