@@ -21,13 +21,12 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
-import celpy
-from celpy import celtypes
-from celpy.adapter import json_to_cel
-from celpy.celparser import CELParseError
-from celpy.evaluation import CELEvalError
+if TYPE_CHECKING:  # cel-python (and lark, pendulum, re2 behind it) is imported on first use: every
+    # ``kruntimes`` command imports the dev cluster's modules, and the scheduler must start fast
+    import celpy
+    from celpy import celtypes
 
 _OLD_SELF: Final = re.compile(r"\boldSelf\b")
 
@@ -38,6 +37,8 @@ def split(text: celtypes.StringType, separator: celtypes.StringType, limit: celt
     A limit of 0 gives an empty list, a negative one (the default) every part, ``n > 0`` at most ``n``
     parts, the last one unsplit. An empty separator splits into characters.
     """
+    from celpy import celtypes
+
     if not isinstance(text, str) or not isinstance(separator, str):
         raise TypeError("split takes a string separator")
     n = -1 if limit is None else int(limit)
@@ -79,7 +80,7 @@ class CompiledRule:
         self._message_program = _program(self.message_expression) if self.message_expression else None
         self._memo: dict[str, Outcome] = {}
 
-    def evaluate(self, value: Any, old: Any, has_old: bool) -> Outcome | None:
+    def evaluate(self, value: Any, old: Any, has_old: bool, keys: tuple[str | None, str | None] | None = None) -> Outcome | None:
         """The verdict on ``value`` (``old`` when ``has_old``); None when a transition rule has no old value.
 
         Rules are pure functions of ``self`` and ``oldSelf``, so verdicts on small values are remembered:
@@ -88,7 +89,9 @@ class CompiledRule:
         """
         if self.transition and not has_old:
             return None
-        key = _memo_key(value, old if has_old and self.transition else None)
+        if keys is None:
+            keys = (canonical(value), canonical(old) if has_old else None)
+        key = None if keys[0] is None or (self.transition and keys[1] is None) else f"{keys[0]}\x00{keys[1] if self.transition else ''}"
         if key is not None:
             with _memo_lock:
                 known = self._memo.get(key)
@@ -110,6 +113,8 @@ class CompiledRule:
             result = _run(self._program, activation)
         except _EvalError as exc:
             return Outcome(False, f"{exc} evaluating rule: {self.text}")
+        from celpy import celtypes
+
         if not isinstance(result, (bool, celtypes.BoolType)):
             return Outcome(False, f"{self.text}: rule did not evaluate to a bool")
         if bool(result):
@@ -136,10 +141,10 @@ _MEMO_MAX_KEY: Final = 16_384
 _memo_lock = threading.Lock()
 
 
-def _memo_key(value: Any, old: Any) -> str | None:
-    """``(self, oldSelf)`` as canonical JSON, or None when too big to be worth remembering."""
+def canonical(value: Any) -> str | None:
+    """``value`` as canonical JSON (a memo key), or None when too big to be worth remembering."""
     try:
-        key = json.dumps([value, old], sort_keys=True, separators=(",", ":"))
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
         return None
     return key if len(key) <= _MEMO_MAX_KEY else None
@@ -153,6 +158,9 @@ _env: celpy.Environment | None = None
 def _program(text: str) -> celpy.Runner:
     """Parse ``text`` once; a rule that does not parse raises :class:`ValueError` (a CRD the server refuses)."""
     global _env
+    import celpy
+    from celpy.celparser import CELParseError
+
     with _lock:
         if _env is None:
             _env = celpy.Environment()
@@ -181,6 +189,8 @@ def compile_rule(rule: Mapping[str, Any]) -> CompiledRule:
 
 
 def _run(program: celpy.Runner, activation: dict[str, Any]) -> Any:
+    from celpy.evaluation import CELEvalError
+
     try:
         result = program.evaluate(activation)
     except CELEvalError as exc:
@@ -195,7 +205,7 @@ def _run(program: celpy.Runner, activation: dict[str, Any]) -> Any:
 _ROOT_CAUSE: Final = re.compile(r"no such member in mapping: '[^']*'|no such key: [^\s'\"]+")
 
 
-def _describe(exc: CELEvalError) -> str:
+def _describe(exc: Exception) -> str:
     """The evaluation error as Kubernetes words its usual one (a missing field is ``no such key: x``)."""
     text = " ".join(str(a) for a in exc.args)
     missing = _ROOT_CAUSE.search(text)
@@ -206,8 +216,15 @@ def _describe(exc: CELEvalError) -> str:
     return str(first)[:300]
 
 
+def warm_up() -> None:
+    """Parse and evaluate one rule: cel-python builds its parser and imports its helpers on first use."""
+    compile_rule({"rule": "self.a.split('/').exists(p, p.matches('^[a-z]+$')) && self == oldSelf"}).evaluate({"a": "x/y"}, {"a": "x/y"}, True)
+
+
 def to_cel(value: Any) -> Any:
     """A JSON value as CEL sees it (objects are maps, integers ints, numbers doubles); beyond int64 is an error."""
+    from celpy.adapter import json_to_cel
+
     try:
         return json_to_cel(value)
     except (ValueError, OverflowError) as exc:

@@ -23,6 +23,8 @@ from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.faults import Faults
 from kruntimes.devcluster.http import DevClusterHTTPServer, ServerSettings
 from kruntimes.devcluster.resources import CRD_RESOURCE, KRUNTIMES_RESOURCES, ResourceDef, ResourceRegistry, crd_manifest
+from kruntimes.devcluster.celrules import warm_up
+from kruntimes.devcluster.schema import compile_schema_rules
 from kruntimes.devcluster.service import ObjectService
 from kruntimes.devcluster.simulator import RUNTIMES, RuntimeSimulator, SimulatorSettings
 from kruntimes.devcluster.store import DEFAULT_EVENT_WINDOW, Store, WriteContext, WriteRecord
@@ -118,6 +120,10 @@ class DevCluster:
         for defs in by_resource.values():
             self.service.create(crd_rd, "", crd_manifest(defs), _SETUP)
         self.install_crds(self._crd_paths)
+        for rd in self.registry.all():  # compile every CEL rule now (once per process), not in the first request
+            if rd.schema is not None:
+                compile_schema_rules(rd.schema)
+        warm_up()  # and evaluate one, so cel-python's lazy imports do not stall the first write
         self._server = DevClusterHTTPServer(self._address, self.service, self.faults, self.settings)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="devcluster-http", daemon=True)
         self._thread.start()

@@ -39,9 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-import re2
-
-from kruntimes.devcluster.celrules import compile_rule
+from kruntimes.devcluster.celrules import CompiledRule, canonical, compile_rule
 from kruntimes.devcluster.errors import FieldError
 
 _ROOT_KEPT: Final = frozenset(("apiVersion", "kind", "metadata"))
@@ -330,6 +328,8 @@ def _validate_string(schema: Mapping[str, Any], value: str, where: str, errors: 
 @functools.lru_cache(maxsize=512)
 def _regexp(pattern: str) -> Callable[[str], bool]:
     """``pattern`` compiled with RE2, the engine kube-apiserver uses (Python's ``re`` if RE2 refuses it)."""
+    import re2  # on first use: importing the dev cluster must stay cheap (every kruntimes command does)
+
     try:
         compiled = re2.compile(pattern)
         return lambda text: compiled.search(text) is not None
@@ -445,12 +445,27 @@ _RULE_DETAIL: Final = {
 }
 
 
+_COMPILED: dict[int, tuple[Any, list[CompiledRule]]] = {}
+
+
+def _compiled(entries: Any) -> list[CompiledRule]:
+    """The compiled rules of one ``x-kubernetes-validations`` list (kept with the list, which schemas keep alive)."""
+    found = _COMPILED.get(id(entries))
+    if found is not None and found[0] is entries:
+        return found[1]
+    rules = [compile_rule(entry) for entry in entries]
+    _COMPILED[id(entries)] = (entries, rules)
+    return rules
+
+
 def _rules(schema: Mapping[str, Any], value: Any, old: Any, has_old: bool, path: str, errors: list[FieldError]) -> None:
     if value is None:
         return
-    for entry in schema.get("x-kubernetes-validations") or ():
-        rule = compile_rule(entry)
-        outcome = rule.evaluate(value, old, has_old)
+    entries = schema.get("x-kubernetes-validations")
+    rules = _compiled(entries) if entries else []
+    keys = (canonical(value), canonical(old) if has_old and any(r.transition for r in rules) else None) if rules else None
+    for rule in rules:
+        outcome = rule.evaluate(value, old, has_old, keys)
         if outcome is None or outcome.ok:
             continue
         where = path + rule.field_path if rule.field_path.startswith((".", "[")) else (f"{path}.{rule.field_path}" if rule.field_path else path)
