@@ -19,7 +19,7 @@ from kruntimes.devcluster.celrules import EXTENSIONS, compile_rule, split
 from kruntimes.devcluster.errors import FieldError
 from kruntimes.devcluster.http import MAX_BODY_DEPTH
 from kruntimes.devcluster.resources import KRUNTIMES_RESOURCES, definitions_from_crd, kruntimes_crds
-from kruntimes.devcluster.schema import apply_schema, format_ok
+from kruntimes.devcluster.schema import apply_schema, compile_schema_rules, format_ok
 
 from .helpers import GROUP, VERSION, Kube, request_json
 
@@ -211,6 +211,14 @@ def test_a_rule_that_cannot_be_evaluated_fails_with_the_cause() -> None:
     ((reason, where, detail),) = _errors(schema, {"n": 1})
     assert (reason, where) == ("FieldValueInvalid", "spec")
     assert "no such key: missing" in detail
+
+
+def test_every_rule_of_the_shipped_crds_compiles() -> None:
+    # KRUNTIMES_RESOURCES skips the check at import (cheap imports); the full path must accept them
+    for crd in kruntimes_crds():
+        assert definitions_from_crd(crd) == definitions_from_crd(crd, check_rules=False)
+    for rd in KRUNTIMES_RESOURCES:
+        assert rd.schema is not None and compile_schema_rules(rd.schema) == []
 
 
 def test_a_crd_whose_rule_does_not_compile_is_refused() -> None:
