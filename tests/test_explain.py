@@ -253,7 +253,7 @@ def make_run(
     affinity: JSONObject | None = None,
     status: JSONObject | None = None,
 ) -> None:
-    spec: JSONObject = {"runtime": "python"}
+    spec: JSONObject = {"runtime": "python", "mode": {"task": {}}}
     if affinity is not None:
         spec["affinity"] = affinity
     body: JSONObject = {

@@ -273,7 +273,7 @@ class World:
     def run_body(self, index: int) -> Obj:
         rng = self.rng
         runtime = rng.choice(self.spec.runtimes)
-        spec: dict[str, Any] = {"runtime": runtime}
+        spec: dict[str, Any] = {"runtime": runtime, "mode": {"task": {}}}
         labels = {"team": f"t{index % 5}", "app": rng.choice(("web", "batch", "ml"))}
         roll = rng.random()
         if roll < 0.10:
@@ -304,7 +304,7 @@ class World:
     def create_one(self, index: int) -> None:
         """One more Run (``run-<index>``), plain, in the namespace the creator would use."""
         namespace = self.spec.namespaces[index % len(self.spec.namespaces)]
-        body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": f"run-{index}"}, "spec": {"runtime": self.spec.runtimes[0]}}
+        body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": f"run-{index}"}, "spec": {"runtime": self.spec.runtimes[0], "mode": {"task": {}}}}
         if self.write(lambda: self.cluster.service.create(self.rd(RUNS), namespace, body, WriteContext("create", user_agent=CREATOR))):
             with self.lock:
                 self.created += 1

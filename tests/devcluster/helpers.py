@@ -70,7 +70,7 @@ class Kube:
         meta: dict[str, Any] = {"generateName": name} if generate else {"name": name}
         if labels:
             meta["labels"] = labels
-        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Run", "metadata": meta, "spec": {"runtime": runtime, **spec}}
+        body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Run", "metadata": meta, "spec": {"runtime": runtime, "mode": {"task": {}}, **spec}}
         return as_obj(self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "runs", body))
 
     def patch_run_status(self, name: str, status: dict[str, Any], *, resource_version: str | None = None, namespace: str = "default") -> dict[str, Any]:

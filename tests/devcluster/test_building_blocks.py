@@ -126,8 +126,10 @@ def test_schema_prunes_undeclared_fields_and_reports_types_and_immutability() ->
     report = apply_schema(schema, {"metadata": {"name": "x"}, "spec": {"size": 1, "extra": 2}, "status": {"any": 1}}, None)
     assert report.value == {"metadata": {"name": "x"}, "spec": {"size": 1}, "status": {"any": 1}}
     assert report.unknown == ["spec.extra"]
-    wrong = apply_schema(schema, {"spec": {"size": "big", "name": "b"}}, {"spec": {"size": 1, "name": "a"}})
-    assert [field for field, _ in wrong.errors] == ["spec.size", "spec.name"]
+    wrong = apply_schema(schema, {"spec": {"size": "big", "name": "a"}}, {"spec": {"size": 1, "name": "a"}})
+    assert [(e.reason, e.field) for e in wrong.errors] == [("FieldValueTypeInvalid", "spec.size")]
+    changed = apply_schema(schema, {"spec": {"size": 2, "name": "b"}}, {"spec": {"size": 1, "name": "a"}})
+    assert [(e.field, e.detail) for e in changed.errors] == [("spec.name", 'Invalid value: "string": is immutable')]
 
 
 def test_the_kruntimes_table_round_trips_through_a_crd_manifest() -> None:

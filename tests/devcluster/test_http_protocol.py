@@ -23,7 +23,7 @@ def http() -> urllib3.PoolManager:
 
 
 def _run(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name}, "spec": {"runtime": "python", **spec}}
+    return {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name}, "spec": {"runtime": "python", "mode": {"task": {}}, **spec}}
 
 
 def _create(http: urllib3.PoolManager, cluster: DevCluster, name: str, **spec: Any) -> dict[str, Any]:
@@ -168,8 +168,9 @@ def test_limit_and_continue_page_through_a_list(http: urllib3.PoolManager, clust
 
 def test_delete_collection_removes_only_what_the_selector_matches(http: urllib3.PoolManager, cluster: DevCluster) -> None:
     _create(http, cluster, "keep")
-    _create(http, cluster, "drop", runtime="node")
-    code, _, _ = request_json(http, "DELETE", cluster.url + RUNS + "?fieldSelector=spec.runtime%3Dnode")
+    code, _, _ = request_json(http, "POST", cluster.url + RUNS, {**_run("drop"), "metadata": {"name": "drop", "labels": {"runtime": "node"}}})
+    assert code == 201
+    code, _, _ = request_json(http, "DELETE", cluster.url + RUNS + "?labelSelector=runtime%3Dnode")
     assert code == 200
     _, listed, _ = request_json(http, "GET", cluster.url + RUNS)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["keep"]

@@ -18,6 +18,8 @@ metadata:
     team: blue
 spec:
   runtime: node
+  mode:
+    task: {}
   resources:
     requests:
       runs: 1
@@ -33,6 +35,11 @@ spec:
   capacity:
     resources:
       runs: "3"
+  template:
+    spec:
+      containers:
+      - name: runtime
+        image: ghcr.io/example/node-runtime:20
 """
 
 

@@ -55,7 +55,7 @@ def http() -> urllib3.PoolManager:
 
 
 def _create(http: urllib3.PoolManager, cluster: DevCluster, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name, "labels": labels or {}}, "spec": {"runtime": "python"}}
+    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name, "labels": labels or {}}, "spec": {"runtime": "python", "mode": {"task": {}}}}
     code, obj, _ = request_json(http, "POST", cluster.url + RUNS, body)
     assert code == 201
     return obj

@@ -72,7 +72,7 @@ def make_run(kube: Kube, name: str, runtime: str = "py") -> JSONObject:
         "apiVersion": "kruntimes.io/v1alpha1",
         "kind": "Run",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {"runtime": runtime},
+        "spec": {"runtime": runtime, "mode": {"task": {}}},
     }
     return kube.create(RUNS.path(NS), body).unwrap()
 

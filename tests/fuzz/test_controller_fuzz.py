@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
+from kruntimes.devcluster import KRUNTIMES_RESOURCES, ApiError, DevCluster, SimulatorSettings
+from kruntimes.devcluster.resources import permissive
 from kruntimes.devcluster.types import GroupResource
 from kruntimes.verify import CheckOptions, check_history
 from tests.security.support import PODS, RUNS, create, run_phase, runs, scheduler, wait_until
@@ -25,7 +26,10 @@ QUANTITIES = ["1e99999", "99999999999999999999Ei", "-1", "500m", "abc", "", "1e-
 
 @pytest.fixture
 def cluster() -> Iterator[DevCluster]:
-    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=0.2), auto_create_namespaces=True, bookmark_interval=1.0) as running:
+    """The kruntimes kinds with no schema: hostile Runs must reach the scheduler, which may not rely on the
+    CRD to keep them out (a cluster may run an older or hand-edited CRD)."""
+    kinds = permissive(KRUNTIMES_RESOURCES)
+    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=0.2), auto_create_namespaces=True, bookmark_interval=1.0, custom_resources=kinds) as running:
         yield running
 
 
@@ -89,12 +93,12 @@ def test_the_controller_keeps_serving_valid_runs_among_hostile_ones(cluster: Dev
         for index, spec in enumerate(hostile_specs(rng, 40)):
             labels = {f"k{index}": f'{MARK}"{{}}\u202e'} if index % 2 else {f"l{i}": MARK for i in range(300)}
             try:
-                create(cluster, RUNS, f"ns-{index % 3}", {"metadata": {"name": f"hostile-{index}", "labels": labels}, "spec": {"runtime": "python", **spec}})
+                create(cluster, RUNS, f"ns-{index % 3}", {"metadata": {"name": f"hostile-{index}", "labels": labels}, "spec": {"runtime": "python", "mode": {"task": {}}, **spec}})
             except ApiError:
                 refused += 1  # the dev server's schema refused it: fine, it never reached the scheduler
         for index in range(20):
-            create(cluster, RUNS, "default", {"metadata": {"name": f"valid-{index}"}, "spec": {"runtime": "python"}})
-        create(cluster, RUNS, "default", {"metadata": {"name": "odd-run"}, "spec": {"runtime": "odd", "resources": {"requests": {"runs": "2"}}}})
+            create(cluster, RUNS, "default", {"metadata": {"name": f"valid-{index}"}, "spec": {"runtime": "python", "mode": {"task": {}}}})
+        create(cluster, RUNS, "default", {"metadata": {"name": "odd-run"}, "spec": {"runtime": "odd", "mode": {"task": {}}, "resources": {"requests": {"runs": "2"}}}})
         wait_until(lambda: all(run_phase(cluster, "default", f"valid-{i}") == "Succeeded" for i in range(20)), timeout=60, what="every valid Run executed")
         wait_until(lambda: run_phase(cluster, "default", "odd-run") == "Scheduled", what="the odd pod used with its default capacity")
         wait_until(lambda: all((r.get("status") or {}).get("phase") not in (None, "", "Pending") or (r.get("status") or {}).get("message") for r in runs(cluster)), timeout=30, what="every Run decided")

@@ -51,13 +51,13 @@ def run_body(
     workspace: str | None = None,
     cancel: bool = False,
 ) -> JSONObject:
-    spec: dict[str, object] = {"runtime": runtime}
+    spec: dict[str, object] = {"runtime": runtime, "mode": {"task": {}}}
     if requests is not None:
         spec["resources"] = {"requests": dict(requests)}
     if affinity is not None:
         spec["affinity"] = dict(affinity)
     if workspace is not None:
-        spec["workspace"] = {"name": workspace, "kind": "PersistentWorkspace", "apiGroup": "kruntimes.io"}
+        spec["workspace"] = {"name": workspace, "kind": "PersistentWorkspace", "apiGroup": "kruntimes.io/v1alpha1"}
     if cancel:
         spec["cancelRequested"] = True
     return {

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kruntimes.devcluster import DevCluster, SimulatorSettings
+from kruntimes.devcluster import KRUNTIMES_RESOURCES, DevCluster, SimulatorSettings
+from kruntimes.devcluster.resources import permissive
 from kruntimes.devcluster.types import GroupResource
 from kruntimes.pure.model import messages
 
@@ -43,7 +44,10 @@ UNLABELLED = frozenset(
 
 @pytest.fixture
 def cluster() -> Iterator[DevCluster]:
-    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0), auto_create_namespaces=True, bookmark_interval=1.0) as running:
+    """The kruntimes kinds with no schema at all: the scheduler must not rely on the CRD to keep hostile values out
+    (a cluster may run an older or hand-edited CRD), so these Runs go beyond what deploy/crds admits."""
+    kinds = permissive(KRUNTIMES_RESOURCES)
+    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0), auto_create_namespaces=True, bookmark_interval=1.0, custom_resources=kinds) as running:
         yield running
 
 
@@ -148,7 +152,7 @@ def test_hostile_names_never_become_metric_labels_messages_or_events(cluster: De
 
 
 def test_a_huge_runtime_name_does_not_make_an_unbounded_status_message(cluster: DevCluster, tmp_path: Path) -> None:
-    """The dev server's permissive schema admits a 5,000-character ``spec.runtime`` (the deploy CRD caps it at 63)."""
+    """A schema-less Run admits a 5,000-character ``spec.runtime`` (the deploy CRD caps it at 63)."""
     runtime = "r" * 5000
     with scheduler(cluster, tmp_path):
         create(cluster, RUNS, "default", {"metadata": {"name": "long"}, "spec": {"runtime": runtime}})

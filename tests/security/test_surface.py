@@ -188,8 +188,8 @@ def test_rbac_is_exactly_what_the_scheduler_uses(cluster: DevCluster, tmp_path: 
         assert running.wait_leading(10)
         _pod(cluster, "p0")
         create(cluster, WORKSPACES, "team-a", {"metadata": {"name": "ws"}, "spec": {"runtime": "python", "mode": "RuntimePodLocal"}})
-        for name, spec in (("bound", {}), ("waits", {"resources": {"requests": {"gpu": "1"}}}), ("fails", {"resources": {"requests": {"runs": "abc"}}})):
-            create(cluster, RUNS, "team-a", {"metadata": {"name": name}, "spec": {"runtime": "python", **spec}})
+        for name, spec in (("bound", {}), ("waits", {"resources": {"requests": {"gpu": "1"}}}), ("fails", {"resources": {"requests": {"runs": "500m"}}})):
+            create(cluster, RUNS, "team-a", {"metadata": {"name": name}, "spec": {"runtime": "python", "mode": {"task": {}}, **spec}})
         wait_until(lambda: run_phase(cluster, "team-a", "bound") == "Scheduled" and run_phase(cluster, "team-a", "fails") == "Failed", what="decisions")
         wait_until(lambda: any(s.verb == "create" and s.resource == "events" for s in recorder.by(AGENT)), what="an Event")
         # a change to the waiting Run itself re-plans it: the same FailedScheduling again is a patch of its Event

@@ -23,6 +23,8 @@ from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.faults import Faults
 from kruntimes.devcluster.http import DevClusterHTTPServer, ServerSettings
 from kruntimes.devcluster.resources import CRD_RESOURCE, KRUNTIMES_RESOURCES, ResourceDef, ResourceRegistry, crd_manifest
+from kruntimes.devcluster.celrules import warm_up
+from kruntimes.devcluster.schema import compile_schema_rules
 from kruntimes.devcluster.service import ObjectService
 from kruntimes.devcluster.simulator import RUNTIMES, RuntimeSimulator, SimulatorSettings
 from kruntimes.devcluster.store import DEFAULT_EVENT_WINDOW, Store, WriteContext, WriteRecord
@@ -30,6 +32,7 @@ from kruntimes.devcluster.types import GroupResource, Obj
 
 CONTEXT_NAME: Final = "kruntimes-dev-cluster"
 STARTUP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+DEFAULT_RUNTIME_IMAGE: Final = "ghcr.io/kruntimes/dev-runtime:latest"
 _SETUP: Final = WriteContext("create", user_agent="kruntimes-devcluster/setup")
 
 
@@ -117,6 +120,10 @@ class DevCluster:
         for defs in by_resource.values():
             self.service.create(crd_rd, "", crd_manifest(defs), _SETUP)
         self.install_crds(self._crd_paths)
+        for rd in self.registry.all():  # compile every CEL rule now (once per process), not in the first request
+            if rd.schema is not None:
+                compile_schema_rules(rd.schema)
+        warm_up()  # and evaluate one, so cel-python's lazy imports do not stall the first write
         self._server = DevClusterHTTPServer(self._address, self.service, self.faults, self.settings)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="devcluster-http", daemon=True)
         self._thread.start()
@@ -212,10 +219,18 @@ class DevCluster:
         Records share the stored objects: read them, never mutate them."""
         return self.store.writes(since)
 
-    def add_runtime(self, name: str, *, replicas: int = 1, capacity: Mapping[str, str] | None = None, namespace: str = "default") -> Obj:
-        """Create a ``Runtime`` (the simulator, when on, brings up its pods)."""
+    def add_runtime(self, name: str, *, replicas: int = 1, capacity: Mapping[str, str] | None = None, namespace: str = "default", image: str = DEFAULT_RUNTIME_IMAGE) -> Obj:
+        """Create a ``Runtime`` whose pods run ``image`` (the simulator, when on, brings up its pods)."""
         rd = self.registry.storage(RUNTIMES)
         if rd is None:
             raise RuntimeError("the Runtime kind is not installed in this dev cluster")
-        body: Obj = {"metadata": {"name": name, "namespace": namespace}, "spec": {"replicas": replicas, "capacity": {"resources": dict(capacity or {"runs": "2"})}}}
+        body: Obj = {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": replicas,
+                "capacity": {"resources": dict(capacity or {"runs": "2"})},
+                # the CRD requires a pod template whose first container is named runtime
+                "template": {"spec": {"containers": [{"name": "runtime", "image": image}]}},
+            },
+        }
         return copy.deepcopy(self.service.create(rd, namespace, body, _SETUP))

@@ -78,7 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runtime", dest="runtimes", type=parse_runtime, action="append", default=[], metavar="[NS/]NAME=REPLICASxRUNS",
                         help="create a Runtime at start, e.g. python=3x2: 3 pods with capacity runs: 2 (repeatable)")
     parser.add_argument("--crds", type=Path, action="append", default=[], metavar="PATH",
-                        help="install the CustomResourceDefinitions in this YAML file or directory at start, replacing the built-in kruntimes ones of the same name (e.g. deploy/crds for the exact upstream schemas; repeatable)")
+                        help="install the CustomResourceDefinitions in this YAML file or directory at start, replacing the built-in ones of the same name (those are a copy of deploy/crds; repeatable)")
     parser.add_argument("--no-simulator", action="store_true", help="do not simulate Runtime Pods (no pods, no heartbeats)")
     parser.add_argument("--heartbeat-interval", type=parse_duration, default=5.0, metavar="DURATION", help="how often simulated pods refresh kruntimes.io/RuntimedReady (default 5s)")
     parser.add_argument("--execute-runs", type=parse_duration, metavar="DURATION", help="execute Runs bound to simulated pods: Running at once, Succeeded after DURATION")

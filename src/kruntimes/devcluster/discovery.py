@@ -6,8 +6,9 @@ for the PATCH operation tagged with the kind's
 ``x-kubernetes-group-version-kind`` and checks that it accepts the
 ``fieldValidation`` query parameter. Finding it, kubectl sends
 ``fieldValidation=Strict`` and leaves validation to the server (see
-:mod:`kruntimes.devcluster.schema`); not finding it, kubectl falls back to
-OpenAPI v2, which this server does not serve, and ``apply`` fails.
+:mod:`kruntimes.devcluster.schema`); not finding it (a ``kind: List``, whose ``v1/List`` has no
+v3 entry), kubectl validates client side against OpenAPI v2, which
+:mod:`kruntimes.devcluster.openapi_v2` serves.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import threading
 from typing import Any, Final, final
 
+from kruntimes.devcluster import openapi_v2
 from kruntimes.devcluster.resources import ALL_VERBS, STATUS_VERBS, ResourceDef, ResourceRegistry
 from kruntimes.devcluster.types import Obj
 
@@ -158,6 +160,7 @@ class OpenApiCache:
         self._lock = threading.Lock()
         self._generation = -1
         self._docs: dict[str, bytes] = {}
+        self._v2: tuple[bytes, bytes] = (b"", b"")
 
     def _refresh(self) -> dict[str, bytes]:
         with self._lock:
@@ -166,7 +169,15 @@ class OpenApiCache:
                 paths = sorted({d.group_version_path for d in self._registry.all()})
                 docs = {p: openapi_document(self._registry, p) for p in paths}
                 self._docs = {p: json.dumps(doc).encode() for p, doc in docs.items() if doc is not None}
+                v2 = openapi_v2.document(self._registry.all(), schema_id, str(SERVER_VERSION["gitVersion"]))
+                self._v2 = (json.dumps(v2).encode(), openapi_v2.document_message(v2))
             return self._docs
+
+    def v2(self, *, protobuf: bool) -> bytes:
+        """The ``/openapi/v2`` document as JSON, or as the gnostic protobuf message client-go decodes."""
+        self._refresh()
+        with self._lock:
+            return self._v2[1] if protobuf else self._v2[0]
 
     def index(self) -> Obj:
         return {

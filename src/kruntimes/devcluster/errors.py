@@ -8,6 +8,8 @@ HTTP error page.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final, final
 
 from kruntimes.devcluster.types import Obj
@@ -105,13 +107,52 @@ def conflict(group: str, plural: str, name: str, why: str | None = None) -> ApiE
     )
 
 
-def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 with one cause per (field, message), as apimachinery's ``NewInvalid`` renders it."""
-    rendered = ", ".join(f"{field}: {msg}" for field, msg in causes)
+@final
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One cause of a 422: apimachinery's ``field.Error`` (``reason`` is the cause's ``FieldValue...`` name).
+
+    ``detail`` is what follows the field path in the rendered message, e.g.
+    ``Invalid value: "x": must be ...`` or ``Required value``.
+    """
+
+    reason: str
+    field: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.detail}" if self.field else self.detail
+
+
+_REASON_BY_PREFIX: Final = (
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Not found", "FieldValueNotFound"),
+    ("Internal error", "InternalError"),
+)
+
+
+def field_error(field: str, detail: str) -> FieldError:
+    """A :class:`FieldError` whose reason follows from the detail's wording, as apimachinery words them."""
+    reason = next((r for prefix, r in _REASON_BY_PREFIX if detail.startswith(prefix)), "FieldValueInvalid")
+    return FieldError(reason, field, detail)
+
+
+def invalid(kind: str, group: str, name: str, causes: Sequence[tuple[str, str] | FieldError]) -> ApiError:
+    """422 with one cause per field error, as apimachinery's ``NewInvalid`` renders it.
+
+    One cause reads ``Kind.group "name" is invalid: field: detail``; several are bracketed and comma-separated.
+    """
+    errs = [c if isinstance(c, FieldError) else field_error(*c) for c in causes]
+    rendered = str(errs[0]) if len(errs) == 1 else "[" + ", ".join(str(e) for e in errs) + "]"
     details: Obj = {
         "name": name,
         "kind": kind,
-        "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes],
+        "causes": [{"reason": e.reason, "message": e.detail, "field": e.field} for e in errs],
     }
     if group:
         details["group"] = group

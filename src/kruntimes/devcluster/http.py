@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from kruntimes.devcluster import errors
+from kruntimes.devcluster import errors, openapi_v2
 from kruntimes.devcluster.discovery import (
     SERVER_VERSION,
     OpenApiCache,
@@ -176,6 +176,36 @@ class DevClusterHTTPServer(ThreadingHTTPServer):
         self.server_close()
 
 
+MAX_BODY_DEPTH: Final = 128
+"""How deeply objects and arrays may nest in a request body. kube-apiserver's decoder stops at 10000;
+the dev cluster stops far earlier (real objects nest about 20 deep) so a hostile body cannot exhaust
+Python's recursion limit anywhere downstream (schema walks, deep copies, patches)."""
+
+
+def too_deep() -> ApiError:
+    return errors.bad_request(f"the request body is nested too deeply: more than {MAX_BODY_DEPTH} levels of objects and arrays")
+
+
+def check_depth(value: Any, limit: int = MAX_BODY_DEPTH) -> Any:
+    """``value`` itself when it nests at most ``limit`` levels of objects/arrays; else a 400 (iterative, no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise too_deep()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return value
+
+
+def _short(exc: Exception, limit: int = 300) -> str:
+    """An exception's message cut to ``limit`` characters: an error body stays small whatever the input."""
+    text = str(exc)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
     values = query.get(key)
     return values[0] if values else default
@@ -282,9 +312,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         except ApiError as exc:
             self._answer_error(exc)
-        except Exception as exc:  # a bug: answer like the API server would, and say where
-            traceback.print_exc(file=sys.stderr)
-            self._answer_error(errors.internal_error(f"{type(exc).__name__}: {exc}"))
+        except RecursionError:  # defence in depth: a body deeper than any decoder check anticipated
+            self._answer_error(too_deep())
+        except Exception as exc:  # a bug: answer like the API server would (log the traceback, answer briefly)
+            traceback.print_exc(limit=20, file=sys.stderr)
+            self._answer_error(errors.internal_error(f"{type(exc).__name__}: {_short(exc)}"))
 
     def _answer_error(self, exc: ApiError) -> None:
         """Send the error ``Status``; a client that already hung up gets nothing, quietly."""
@@ -313,6 +345,10 @@ class Handler(BaseHTTPRequestHandler):
             doc = api_versions(f"{host!s}:{port}")
         elif path == "/apis":
             doc = api_group_list(registry)
+        elif path == "/openapi/v2":
+            protobuf = "protobuf" in self.headers.get("Accept", "")
+            self._send_bytes(200, self.srv.openapi.v2(protobuf=protobuf), openapi_v2.PROTOBUF if protobuf else "application/json")
+            return True
         elif path == "/openapi/v3":
             doc = self.srv.openapi.index()
         elif path.startswith("/openapi/v3/"):
@@ -322,7 +358,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send_bytes(200, body)
             return True
         elif path == "/":
-            doc = {"paths": sorted({"/api", "/api/v1", "/apis", "/openapi/v3", "/version", "/healthz"} | {"/" + d.group_version_path for d in registry.all()})}
+            doc = {"paths": sorted({"/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz"} | {"/" + d.group_version_path for d in registry.all()})}
         else:
             parts = path.strip("/").split("/")
             if parts == ["api", "v1"]:
@@ -389,9 +425,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _decode_json(self, body: bytes) -> Any:
         try:
-            return json.loads(body or b"null")
+            return check_depth(json.loads(body or b"null"))
+        except RecursionError:
+            raise too_deep() from None
         except ValueError as exc:
-            raise errors.bad_request(f"invalid JSON in request body: {exc}") from None
+            raise errors.bad_request(f"invalid JSON in request body: {_short(exc)}") from None
 
     def _decode_object(self, body: bytes) -> Any:
         content_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -399,9 +437,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._decode_json(body)
         if content_type in _YAML_TYPES:
             try:
-                return yaml.safe_load(body)
+                return check_depth(yaml.safe_load(body))
+            except RecursionError:
+                raise too_deep() from None
             except yaml.YAMLError as exc:
-                raise errors.bad_request(f"invalid YAML in request body: {exc}") from None
+                raise errors.bad_request(f"invalid YAML in request body: {_short(exc)}") from None
         raise errors.unsupported_media_type(content_type)
 
     def _verb(self, method: str, route: Route, query: dict[str, list[str]]) -> str:

@@ -125,14 +125,14 @@ def run_load(base_url: str, spec: LoadSpec, *, token: str | None = None) -> Load
     stamp = int(time.time() * 1000)
     names = [f"load-{stamp}-{i}" for i in range(spec.runs)]
     for name in names:
-        body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name}, "spec": {"runtime": "load"}}
+        body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name, "labels": {"kruntimes.io/load": str(stamp)}}, "spec": {"runtime": "load", "mode": {"task": {}}}}
         resp = http.request("POST", collection, body=json.dumps(body), headers=headers)
         if resp.status != 201:
             raise RuntimeError(f"setup failed: {resp.status} {resp.data[:200]!r}")
     listed = json.loads(http.request("GET", collection, headers=headers).data)
     start_rv = listed["metadata"]["resourceVersion"]
     sentinel = f"sentinel-{stamp}"
-    watchers = [_Watcher(f"{collection}?watch=1&resourceVersion={start_rv}&fieldSelector=spec.runtime%3Dload", headers, sentinel) for _ in range(spec.watchers)]
+    watchers = [_Watcher(f"{collection}?watch=1&resourceVersion={start_rv}&labelSelector=kruntimes.io%2Fload%3D{stamp}", headers, sentinel) for _ in range(spec.watchers)]
     for w in watchers:
         w.start()
     for w in watchers:

@@ -1,28 +1,33 @@
 """The resource table: which kinds the dev cluster serves, as data.
 
-The kruntimes rows agree with ``deploy/crds`` (the upstream-compatible CRDs)
-on names, short names, scope, subresources and printer columns; their schemas
-declare the fields this project reads and keep unknown ones, so a test can
-write an upstream field without the whole upstream schema. To serve the exact
-upstream schemas, start with ``custom_resources=()`` and install the CRD files
-(``DevCluster(crd_paths=...)``, ``kruntimes dev-cluster --crds deploy/crds``).
+The kruntimes kinds are served from the project's own CRDs, ``deploy/crds``,
+shipped as package data in ``kruntimes/devcluster/crds/`` (a test keeps the
+copy identical), so the dev cluster enforces exactly the schema a real API
+server enforces: names, short names, scope, subresources, printer columns and
+the whole ``openAPIV3Schema`` with its defaults and CEL rules
+(:mod:`kruntimes.devcluster.schema`). ``DevCluster(crd_paths=...)`` and
+``kruntimes dev-cluster --crds PATH`` replace them with other CRD files.
 
 Built-in kinds (pods, namespaces, events, leases, CRDs) are rows of
 :data:`BUILTIN_RESOURCES`. The kruntimes kinds are *not* wired in: they are
-rows of :data:`KRUNTIMES_RESOURCES`, rendered to ``CustomResourceDefinition``
-manifests by :func:`crd_manifest` and installed at start through the same
-path as ``kubectl apply -f crd.yaml`` (:func:`definitions_from_crd`). So a
-CRD a test applies and the ones the server ships are served by one mechanism.
+rows of :data:`KRUNTIMES_RESOURCES`, read from the CRD manifests by
+:func:`definitions_from_crd`, rendered back by :func:`crd_manifest` and
+installed at start through the same path as ``kubectl apply -f crd.yaml``. So
+a CRD a test applies and the ones the server ships are served by one mechanism.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+import importlib.resources as package_files
 from typing import Any, Final, final
 
+import yaml
+
 from kruntimes.devcluster.errors import ApiError, invalid
+from kruntimes.devcluster.schema import compile_schema_rules
 from kruntimes.devcluster.types import GroupResource, Obj
 
 ALL_VERBS: Final = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -57,8 +62,8 @@ class ResourceDef:
 
     ``selectable_fields`` are field-selector paths beyond ``metadata.name`` and
     ``metadata.namespace`` (the CRD ``selectableFields`` mechanism).
-    ``schema`` is the ``openAPIV3Schema``: used for OpenAPI, pruning, strict
-    field validation, type checks and ``self == oldSelf`` immutability rules.
+    ``schema`` is the ``openAPIV3Schema``: used for OpenAPI, and applied to every
+    write by :mod:`kruntimes.devcluster.schema` (pruning, defaulting, validation, CEL rules).
     """
 
     group: str
@@ -100,135 +105,21 @@ class ResourceDef:
 
 # -- the kruntimes kinds (SPEC §1) -------------------------------------------------
 
-_STRING: Final[Obj] = {"type": "string"}
-_QUANTITY_MAP: Final[Obj] = {
-    "type": "object",
-    "additionalProperties": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]},
-}
-_IMMUTABLE: Final = [{"rule": "self == oldSelf", "message": "is immutable"}]
-_CONDITIONS: Final[Obj] = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["type", "status"],
-        "properties": {
-            "type": _STRING,
-            "status": _STRING,
-            "reason": _STRING,
-            "message": _STRING,
-            "lastTransitionTime": {"type": "string", "format": "date-time"},
-            "lastProbeTime": {"type": "string", "format": "date-time"},
-            "observedGeneration": {"type": "integer"},
-        },
-    },
-}
-
-
-def _top(spec: Obj, status: Obj) -> Obj:
-    """Object schema with apiVersion/kind/metadata; spec and status keep unknown fields (upstream may add some)."""
-    return {
-        "type": "object",
-        "properties": {
-            "apiVersion": _STRING,
-            "kind": _STRING,
-            "metadata": {"type": "object"},
-            "spec": {**spec, "type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "status": {**status, "type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-    }
-
-
-RUN_SCHEMA: Final = _top(
-    {
-        "required": ["runtime"],
-        "properties": {
-            "runtime": {**_STRING, "x-kubernetes-validations": _IMMUTABLE},
-            "resources": {
-                "type": "object",
-                "properties": {"requests": _QUANTITY_MAP},
-                "x-kubernetes-validations": _IMMUTABLE,
-            },
-            "affinity": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "x-kubernetes-validations": _IMMUTABLE},
-            "workspace": {
-                "type": "object",
-                "properties": {"name": _STRING, "kind": _STRING, "apiGroup": _STRING},
-                "x-kubernetes-validations": _IMMUTABLE,
-            },
-            "cancelRequested": {"type": "boolean"},
-            "retryPolicy": {"type": "object", "properties": {"backoff": _STRING}},
-        },
-    },
-    {
-        "properties": {
-            "phase": {
-                "type": "string",
-                "enum": ["", "Pending", "Scheduled", "Running", "Ready", "Succeeded", "Failed", "Timeout", "Cancelled"],
-            },
-            "assignedPod": _STRING,
-            "assignedPodUID": _STRING,
-            "message": _STRING,
-            "attempt": {"type": "integer"},
-            "conditions": _CONDITIONS,
-            "completionTime": {"type": "string", "format": "date-time"},
-        }
-    },
-)
-
-RUNTIME_SCHEMA: Final = _top(
-    {
-        "properties": {
-            "replicas": {"type": "integer", "minimum": 1, "default": 1},
-            "capacity": {"type": "object", "properties": {"resources": _QUANTITY_MAP}},
-            "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        }
-    },
-    {"properties": {"readyReplicas": {"type": "integer"}, "conditions": _CONDITIONS}},
-)
-
-WORKSPACE_SCHEMA: Final = _top(
-    {"properties": {"runtime": _STRING, "mode": _STRING}},
-    {"properties": {"phase": _STRING, "boundPod": _STRING}},
-)
-
 KRUNTIMES_GROUP: Final = "kruntimes.io"
+_SAFE_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+CRD_PACKAGE: Final = "kruntimes.devcluster.crds"
+"""The project's CRDs (``deploy/crds``), shipped inside the package so an installed dev cluster serves them too."""
 
-KRUNTIMES_RESOURCES: Final[tuple[ResourceDef, ...]] = (
-    ResourceDef(
-        KRUNTIMES_GROUP, "v1alpha1", "Run", "runs", "run", ("rn",),
-        status_subresource=True,
-        printer_columns=(
-            PrinterColumn("Phase", "string", ".status.phase"),
-            PrinterColumn("Assigned Pod", "string", ".status.assignedPod"),
-            PrinterColumn("Runtime", "string", ".spec.runtime"),
-            AGE,
-        ),
-        selectable_fields=("spec.runtime", "status.phase"),
-        schema=RUN_SCHEMA, categories=("kruntimes",), custom=True, allow_unconditional_update=False,
-    ),
-    ResourceDef(
-        KRUNTIMES_GROUP, "v1alpha1", "Runtime", "runtimes", "runtime", ("rt",),
-        status_subresource=True,
-        printer_columns=(
-            PrinterColumn("Image", "string", ".spec.template.spec.containers[0].image"),
-            PrinterColumn("Replicas", "integer", ".spec.replicas"),
-            PrinterColumn("Ready", "integer", ".status.readyReplicas"),
-            AGE,
-        ),
-        schema=RUNTIME_SCHEMA, categories=("kruntimes",), custom=True, allow_unconditional_update=False,
-    ),
-    ResourceDef(
-        KRUNTIMES_GROUP, "v1alpha1", "PersistentWorkspace", "persistentworkspaces", "persistentworkspace", ("pw",),
-        status_subresource=True,
-        printer_columns=(
-            PrinterColumn("Phase", "string", ".status.phase"),
-            PrinterColumn("Runtime", "string", ".spec.runtime"),
-            PrinterColumn("Bound Pod", "string", ".status.boundPod"),
-            AGE,
-        ),
-        selectable_fields=("spec.runtime", "status.phase"),
-        schema=WORKSPACE_SCHEMA, categories=("kruntimes",), custom=True, allow_unconditional_update=False,
-    ),
-)
+
+def kruntimes_crds() -> tuple[Obj, ...]:
+    """The ``CustomResourceDefinition`` manifests of the kruntimes kinds, as shipped (a copy of ``deploy/crds``)."""
+    docs: list[Obj] = []
+    for entry in package_files.files(CRD_PACKAGE).iterdir():
+        if entry.name.endswith((".yaml", ".yml")):
+            docs.extend(d for d in yaml.load_all(entry.read_text(encoding="utf-8"), Loader=_SAFE_LOADER) if isinstance(d, dict))
+    order = {plural: i for i, plural in enumerate(("runs", "runtimes", "persistentworkspaces"))}
+    return tuple(sorted(docs, key=lambda d: (order.get(str(d.get("spec", {}).get("names", {}).get("plural")), len(order)), str(d.get("metadata", {}).get("name")))))
+
 
 # -- built-in kinds ------------------------------------------------------------------
 
@@ -332,8 +223,12 @@ def crd_manifest(defs: Sequence[ResourceDef]) -> Obj:
     }
 
 
-def definitions_from_crd(crd: Obj) -> tuple[ResourceDef, ...]:
-    """The served versions of a CRD as :class:`ResourceDef` rows; a malformed CRD is a 422 Invalid."""
+def definitions_from_crd(crd: Obj, *, check_rules: bool = True) -> tuple[ResourceDef, ...]:
+    """The served versions of a CRD as :class:`ResourceDef` rows; a malformed CRD is a 422 Invalid.
+
+    ``check_rules`` compiles every CEL rule (a rule that does not parse is refused, as by the server);
+    the shipped CRDs skip it at import, so importing the dev cluster stays cheap (tests compile them).
+    """
     name = str(crd.get("metadata", {}).get("name", ""))
     spec = crd.get("spec")
     causes: list[tuple[str, str]] = []
@@ -376,6 +271,8 @@ def definitions_from_crd(crd: Obj) -> tuple[ResourceDef, ...]:
             if isinstance(c, dict)
         )
         schema = (v.get("schema") or {}).get("openAPIV3Schema")
+        if check_rules:
+            causes.extend((f"spec.versions[{i}].schema.openAPIV3Schema{where}", why) for where, why in compile_schema_rules(schema))
         out.append(
             ResourceDef(
                 group, v["name"], kind, plural, str(names.get("singular") or kind.lower()),
@@ -390,6 +287,19 @@ def definitions_from_crd(crd: Obj) -> tuple[ResourceDef, ...]:
     if causes:
         raise invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, causes)
     return tuple(out)
+
+
+KRUNTIMES_RESOURCES: Final[tuple[ResourceDef, ...]] = tuple(d for crd in kruntimes_crds() for d in definitions_from_crd(crd, check_rules=False))
+"""The kruntimes kinds as served by default: every served version of the project's own CRDs, schemas included."""
+
+
+SCHEMALESS: Final[Obj] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def permissive(defs: Iterable[ResourceDef]) -> tuple[ResourceDef, ...]:
+    """``defs`` without schemas (every field kept, nothing validated, nothing defaulted), for tests that need
+    objects a real CRD would refuse, e.g. to check a client copes with a cluster running an older CRD."""
+    return tuple(replace(d, schema=SCHEMALESS) for d in defs)
 
 
 def crd_status(crd: Obj, now: str) -> Obj:

@@ -332,6 +332,35 @@ class ObjectService:
             return Remove()
         return Put(new)
 
+    def _precompute(self, rd: ResourceDef, key: ObjectKey, successor: Callable[[Obj], Decision], options: WriteOptions) -> Callable[[Obj], Decision]:
+        """``successor`` for the object as it is now, computed outside the store's lock.
+
+        Schema work (pruning, defaulting, validation, CEL) takes milliseconds; inside the transaction it
+        would hold up every other request. The returned function reuses the precomputed outcome when the
+        object in the transaction is still that version, and computes it afresh when a write came between.
+        """
+        if not rd.custom or rd.schema is None:
+            return successor
+        snapshot = self.store.read(rd.resource, key)
+        if snapshot is None:
+            return successor
+        warnings_before = len(options.warnings)
+        try:
+            decision: Decision | ApiError = successor(snapshot)
+        except ApiError as exc:
+            decision = exc
+        version = snapshot["metadata"].get("resourceVersion")
+
+        def decide(current: Obj) -> Decision:
+            if current is snapshot or current["metadata"].get("resourceVersion") == version:
+                if isinstance(decision, ApiError):
+                    raise decision
+                return decision
+            del options.warnings[warnings_before:]  # computed again below, for the version that won
+            return successor(current)
+
+        return decide
+
     def _check_precondition(self, rd: ResourceDef, current: Obj, incoming_rv: object, *, required: bool) -> None:
         if incoming_rv in (None, ""):
             if required:
@@ -351,16 +380,22 @@ class ObjectService:
         subresource = context.subresource
         created: list[bool] = []
 
+        def successor(current: Obj) -> Decision:
+            self._check_precondition(rd, current, obj["metadata"].get("resourceVersion"), required=not rd.allow_unconditional_update)
+            return self._next_version(rd, current, obj, subresource, options)
+
+        key = self._key(rd, namespace, name)
+        early = self._precompute(rd, key, successor, options)
+
         def decide(current: Obj | None) -> Decision:
             if current is None:
                 if subresource or not rd.allow_create_on_update:
                     raise errors.not_found(rd.group, rd.plural, name)
                 created.append(True)
                 return Keep()
-            self._check_precondition(rd, current, obj["metadata"].get("resourceVersion"), required=not rd.allow_unconditional_update)
-            return self._next_version(rd, current, obj, subresource, options)
+            return early(current)
 
-        stored, _ = self.store.transact(rd.resource, self._key(rd, namespace, name), decide, context, dry_run=options.dry_run)
+        stored, _ = self.store.transact(rd.resource, key, decide, context, dry_run=options.dry_run)
         if created:
             obj["metadata"].pop("resourceVersion", None)
             return self.create(rd, namespace, obj, context, options)
@@ -373,9 +408,7 @@ class ObjectService:
         options = options or WriteOptions()
         subresource = context.subresource
 
-        def decide(current: Obj | None) -> Decision:
-            if current is None:
-                raise errors.not_found(rd.group, rd.plural, name)
+        def successor(current: Obj) -> Decision:
             patched = apply_patch(content_type, current, patch, custom=rd.custom)
             if not isinstance(patched, dict) or not isinstance(patched.get("metadata", {}), dict):
                 raise errors.bad_request("the patch produced something that is not an object")
@@ -386,7 +419,15 @@ class ObjectService:
             self._check_precondition(rd, current, meta.get("resourceVersion"), required=False)
             return self._next_version(rd, current, patched, subresource, options)
 
-        stored, _ = self.store.transact(rd.resource, self._key(rd, namespace, name), decide, context, dry_run=options.dry_run)
+        key = self._key(rd, namespace, name)
+        early = self._precompute(rd, key, successor, options)
+
+        def decide(current: Obj | None) -> Decision:
+            if current is None:
+                raise errors.not_found(rd.group, rd.plural, name)
+            return early(current)
+
+        stored, _ = self.store.transact(rd.resource, key, decide, context, dry_run=options.dry_run)
         assert stored is not None
         self._after_change(rd, stored, context)
         return self._present(rd, stored)
