@@ -27,12 +27,6 @@ from kruntimes.commands.demo import (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="demo bug the dev cluster now exposes: the demo's Runs (commands/demo.py DemoRun.body) have no spec.mode, "
-    "which the Run CRD requires, so a real API server (and now the dev cluster) refuses them; remove this mark once "
-    "DemoRun.body sets mode (e.g. {'task': {}})",
-)
 def test_the_demo_places_and_finishes_every_run_and_says_how_fast(capsys: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()
     code = main(["demo", "--pods", "3", "--runs", "10", "--run-duration", "0.5", "--workers", "2", "--quiet"])
@@ -88,12 +82,6 @@ http.server.HTTPServer((host, int(port)), Ready).serve_forever()
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="demo bug the dev cluster now exposes: the demo's Runs (commands/demo.py DemoRun.body) have no spec.mode, "
-    "which the Run CRD requires, so a real API server (and now the dev cluster) refuses them; remove this mark once "
-    "DemoRun.body sets mode (e.g. {'task': {}})",
-)
 def test_runs_that_do_not_finish_by_the_deadline_fail_with_the_stuck_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -128,6 +116,7 @@ def test_the_workload_seeds_the_cohort_then_adds_its_members_and_the_pair_then_t
     assert first["metadata"] == {"name": "cohort-1", "namespace": "default", "labels": {"cohort": "lab"}}
     assert first["spec"] == {
         "runtime": "python",
+        "mode": {"task": {}},
         "affinity": {
             "runAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import Kube
@@ -56,12 +55,6 @@ def _scheduled_condition(run: dict[str, object]) -> tuple[str, str, str]:
     return (condition["status"], condition["reason"], condition["message"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scheduler bug the dev cluster now exposes: the Run CRD defaults and requires spec.workspace.apiGroup "
-    "'kruntimes.io/v1alpha1', but the Run decoder (pure/readers/kube.py _workspace_ref) accepts only 'kruntimes.io' "
-    "and fails every Run with a workspace; remove this mark with that fix",
-)
 def test_waiting_runs_get_the_exact_pending_messages(
     bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
 ) -> None:

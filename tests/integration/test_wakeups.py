@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import Kube
@@ -125,12 +124,6 @@ def test_heartbeats_that_change_nothing_wake_nothing(
     assert sched.metrics.value("kruntimes_scheduler_sync_total", {"result": "no_pods"}) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scheduler bug the dev cluster now exposes: the Run CRD defaults and requires spec.workspace.apiGroup "
-    "'kruntimes.io/v1alpha1', but the Run decoder (pure/readers/kube.py _workspace_ref) accepts only 'kruntimes.io' "
-    "and fails every Run with a workspace; remove this mark with that fix",
-)
 def test_a_run_waiting_for_its_workspace_is_bound_when_the_workspace_is_bound(
     cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
 ) -> None:

@@ -148,7 +148,7 @@ class DemoRun:
     affinity: Mapping[str, object] | None = None
 
     def body(self) -> JSONObject:
-        spec: JSONObject = {"runtime": RUNTIME}
+        spec: JSONObject = {"runtime": RUNTIME, "mode": {"task": {}}}  # the Run CRD requires a mode
         if self.affinity is not None:
             spec["affinity"] = dict(self.affinity)
         return {
