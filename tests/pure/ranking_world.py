@@ -84,6 +84,7 @@ TERMS: tuple[Json, ...] = (
     term(expressions=[expression("tier", "NotIn", ["gold"])]),
     term(expressions=[expression("app", "DoesNotExist")]),
 )
+COHORT = {"cohort": "c1"}
 WEIGHTS = st.sampled_from([5, 5, 10, 100])
 
 WORKSPACE_CASES = (
@@ -243,7 +244,9 @@ def _requests(draw: st.DrawFn, gpu_odds: int) -> dict[str, object]:
 
 
 @st.composite
-def worlds(draw: st.DrawFn) -> World:
+def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
+    """A world; with ``cohort``, the Run is labelled ``cohort=c1`` and requires that label,
+    which few targets carry (so the bootstrap seeds it unless one of them is live)."""
     notes: set[str] = set()
     objects: list[Object] = []
     config = draw(
@@ -284,13 +287,23 @@ def worlds(draw: st.DrawFn) -> World:
             )
         )
         target_labels.extend(sorted(active_labels.items()))
+    if cohort and draw(_odds(3)):
+        # a member of the cohort already placed (active or not), so the term may not seed
+        objects.append(
+            decoded_run(
+                "c0",
+                labels=COHORT,
+                phase=draw(st.sampled_from(["Running", "Succeeded"])),
+                assigned_pod=draw(hosts),
+            )
+        )
 
     # --- the ledger: reservations of other Pending Runs, live or overtaken
     reservations: list[Reservation] = []
     for i in range(draw(st.sampled_from([1, 2, 0, 3]))):
         kind = draw(st.sampled_from(["live", "live", "live", "newer-version", "gone", "assigned"]))
         notes.add(f"reservation {kind}")
-        labels = draw(TARGET_LABELS)
+        labels = COHORT if cohort and draw(_odds(4)) else draw(TARGET_LABELS)
         requests = _requests(draw, gpu_odds=8)
         pod = draw(hosts)
         pending = decoded_run(f"q{i}", labels=labels, requests=requests)
@@ -316,6 +329,9 @@ def worlds(draw: st.DrawFn) -> World:
     # --- the Run to plan
     labels = draw(LABELS)
     required: list[Json] = []
+    if cohort:
+        labels = {**labels, **COHORT}
+        required.append(term(COHORT))
     for _ in range(draw(weighted(0, 1, 1, 1, 2, times=9))):
         kind = draw(st.sampled_from(["a target's label", "its own label", "any", "its own label", "a target's label"]))
         if kind == "its own label" and labels:

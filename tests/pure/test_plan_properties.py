@@ -68,6 +68,15 @@ def record(plan: Plan, facts: frozenset[str]) -> None:
 
 @given(worlds())
 def test_plan_cycle_decides_what_the_spec_oracle_decides(world: World) -> None:
+    agrees_with_the_oracle(world)
+
+
+@given(worlds(cohort=True))
+def test_plan_cycle_seeds_a_cohort_as_the_spec_oracle_does(world: World) -> None:
+    agrees_with_the_oracle(world)
+
+
+def agrees_with_the_oracle(world: World) -> None:
     plan = planned(world)
     expected = world.oracle()
     record(plan, getattr(expected, "facts", frozenset()))
