@@ -260,7 +260,8 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
     profiles = draw(st.lists(capacity_profiles(), min_size=1, max_size=3))
     names = draw(st.lists(st.sampled_from(POD_NAMES), min_size=3, max_size=6, unique=True))
     for name in names:
-        health = draw(weighted("ok", *HEALTHS, times=80))
+        # exactly at the staleness bound is fresh: common, so a window that excludes it shows
+        health = draw(weighted("ok", *HEALTHS, *["at-bound"] * 7, times=60))
         notes.add(f"pod {health}")
         objects.append(_pod(name, draw(st.sampled_from(profiles)), health))
     objects.append(decoded_pod(ELSEWHERE, runtime="node"))

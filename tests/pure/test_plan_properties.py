@@ -22,7 +22,23 @@ What the generated worlds exercise, over 2,000 examples (the ``thorough`` profil
     HYPOTHESIS_PROFILE=thorough .venv/bin/pytest -q tests/pure/test_plan_properties.py \\
         -k oracle --hypothesis-show-statistics
 
-DISTRIBUTION
+Measured on this generator (2026-12-01; the generate phase of 2,000 examples,
+percent of examples; a "tie" is a Bind whose two best pods have the same total,
+so the name decides; "equal keys"/"equal preferred" are Binds in which two
+feasible pods share a LeastLoaded key / a preferred raw score)::
+
+                                        worlds()   worlds(cohort=True)
+    Bind, >= 2 feasible pods              40.7 %        32.1 %
+    Bind, 1 feasible pod                  17.9 %        19.1 %
+    Wait: no available pod                20.2 %        14.5 %
+    Wait: required affinity               12.4 %        27.4 %
+    Wait: workspace                        4.7 %         3.3 %
+    Wait: required anti-affinity           0.7 %         0.8 %
+    Fail (InvalidResources)                1.2 %         0.9 %
+    tie decided by name                   24.5 %        20.2 %
+    equal LeastLoaded keys                27.1 %        23.2 %
+    equal preferred scores                38.8 %        30.3 %
+    a required term is seedable            7.3 %        63.7 %
 """
 
 from __future__ import annotations
