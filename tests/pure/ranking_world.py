@@ -3,7 +3,7 @@
 A world is what the informers and the ledger hold — Runtime Pods, Runs,
 workspaces (decoded from JSON by :mod:`tests.pure.builders`) and reservations —
 plus the Run to plan. ``World.snapshot()`` goes through ``from_objects`` and
-``snapshot.take`` as the scheduler does, so a property over it checks the cluster
+``step.plan`` (sync, then ``snapshot.take``) as the scheduler does, so a property over it checks the cluster
 state's indexes and the ledger's sync as well as the planner.
 
 Tuned so that most worlds reach the scores with several feasible pods:
@@ -43,8 +43,9 @@ from kruntimes.pure.model.objects import (
     Workspace,
 )
 from kruntimes.pure.persistent.pdict import pdict
-from kruntimes.pure.snapshot import take
-from kruntimes.pure.state.cluster import ClusterState, Object, from_objects
+from kruntimes.pure.step import plan
+from kruntimes.pure.state.cluster import ClusterState, from_objects
+from kruntimes.pure.model.objects import Object
 from tests.pure.builders import (
     NOW,
     Json,
@@ -135,7 +136,8 @@ class World:
         return Ledger(pdict({ns: pdict(held) for ns, held in by_namespace.items()}))
 
     def snapshot(self) -> Snapshot:
-        return take(self.state(), self.ledger(), self.run.key, self.now, self.config)
+        """The snapshot the scheduler's step plans from: the ledger synced, then taken."""
+        return plan(self.state(), self.ledger(), self.run.key, self.now, self.config).snapshot
 
     @property
     def pods(self) -> tuple[PodSlot, ...]:
