@@ -266,6 +266,7 @@ class Scheduler:
                 qps=options.event_qps,
                 burst=options.event_burst,
             ),
+            may_write=self._may_write,
         )
         self._cycle_log = (
             CycleLogWriter(options.cycle_log, max_bytes=options.cycle_log_max_bytes, backups=options.cycle_log_backups)
@@ -557,9 +558,12 @@ class Scheduler:
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
             clean = clean and not worker.is_alive()
+        if graceful and queue is not None:  # still leading: let this term's Events out before the release
+            self._events.flush(timeout=max(0.0, min(2.0, deadline - time.monotonic())))
         with self._lock:
             was_leading = self._leading or queue is not None
             self._leading = False
+        self._events.end_term()  # what is still queued belongs to a term that is over: never written
         self.ledger.reset(EMPTY_LEDGER)
         if was_leading and queue is not None:
             log.info("workers stopped", extra={"graceful": graceful, "clean": clean})
@@ -569,7 +573,7 @@ class Scheduler:
         if not self._leading:
             return False
         elector = self._elector
-        return elector is None or elector.is_leader()
+        return elector is None or elector.may_write()
 
     # --- the worker loop and the informer callback ---
 
