@@ -70,6 +70,10 @@ FAULTS: Final = (
     "reset_retry",
 )
 """Every fault type the monkey injects (process kills are counted separately)."""
+LOSE_RESPONSE: Final = "lose_response"
+"""A ``runs/status`` PATCH the server applies and then answers by closing the connection (a lost
+response): the scheduler cannot tell it from a write that never happened. Not in :data:`FAULTS`:
+an epoch opts in with ``ChaosSpec(faults=FAULTS + (LOSE_RESPONSE,))``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,9 @@ class ChaosSpec:
     leader_kills: int = 2
     sigkill_restarts: int = 2
     sigterm_restarts: int = 1
+    leader_pauses: int = 0
+    """SIGSTOPs of the Lease holder for ``pause_seconds`` (past its 2 s lease), then SIGCONT."""
+    pause_seconds: tuple[float, float] = (3.0, 4.0)
     execute_runs: float = 0.3
     settle_timeout: float = 60.0
     race_window: float = 3.0
@@ -109,6 +116,8 @@ class EpochResult:
     graceful_exit_codes: list[int | None] = field(default_factory=list)
     diagnosis: str = ""
     """When an invariant was violated: the violations in full and the history around them."""
+    takeovers_during_pauses: int = 0
+    """Pauses during which another replica took the Lease (the paused leader was deposed)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -116,6 +125,7 @@ class EpochResult:
             "phases": dict(self.phases),
             "faults": dict(self.faults),
             "kills": dict(self.kills),
+            "takeovers_during_pauses": self.takeovers_during_pauses,
             "settled": self.settled,
             "seconds": round(self.seconds, 1),
             "stragglers": self.stragglers[:10],
@@ -170,6 +180,19 @@ class Fleet:
             if known == identity and self.procs[replica] is not None:
                 return replica
         return None
+
+    def pause(self, replica: int, seconds: float, stop: threading.Event, cluster: DevCluster) -> bool:
+        """SIGSTOP ``replica`` for ``seconds``, then SIGCONT; ``True`` when the Lease changed hands meanwhile."""
+        proc = self.procs[replica]
+        if proc is None:
+            return False
+        identity = self.identities[replica]
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            stop.wait(seconds)
+            return lease_holder(cluster) not in ("", identity)
+        finally:
+            proc.send_signal(signal.SIGCONT)  # always: a stopped process would not even receive SIGTERM
 
     def kill(self, replica: int, sig: signal.Signals = signal.SIGKILL, *, wait: float = 30.0) -> None:
         proc = self.procs[replica]
@@ -347,6 +370,7 @@ class World:
             "error_503": lambda: self.api_error(503),
             "throttle_429": lambda: self.api_error(429),
             "latency": self.latency,
+            LOSE_RESPONSE: self.lose_response,
             "heartbeat_stop": self.stop_heartbeat,
             "pod_unready": self.unready,
             "capacity_change": self.change_capacity,
@@ -382,6 +406,11 @@ class World:
         kind = {500: "error_500", 503: "error_503", 429: "throttle_429"}[code]
         rule = self.cluster.faults.error(code, resource, verbs=verbs, count=count, retry_after=1 if code == 429 else None)
         self.arm(kind, rule, count)
+
+    def lose_response(self) -> None:
+        count = self.rng.randint(1, 3)
+        rule = self.cluster.faults.lose_response("runs", subresource="status", verbs=("patch",), count=count)
+        self.arm(LOSE_RESPONSE, rule, count)
 
     def latency(self) -> None:
         count = self.rng.randint(2, 6)
@@ -496,8 +525,20 @@ class World:
 # --- one epoch --------------------------------------------------------------------------------
 
 
-def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, duration: float, kills: Counter[str]) -> None:
-    plan = ["leader_sigkill"] * spec.leader_kills + ["sigkill_restart"] * spec.sigkill_restarts + ["sigterm_restart"] * spec.sigterm_restarts
+def _standbys_watching(cluster: DevCluster, fleet: Fleet, stop: threading.Event, timeout: float = 20.0) -> None:
+    """Wait (a while at most) until every live replica has its three watches open: a standby that is
+    still listing its caches does not campaign, and a pause then would outlive the lease unnoticed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = sum(1 for proc in fleet.procs if proc is not None)
+        if cluster.store.subscription_count >= 3 * live or stop.wait(0.2):
+            return
+
+
+def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, duration: float, kills: Counter[str],
+            takeovers: list[int]) -> None:
+    plan = (["leader_sigkill"] * spec.leader_kills + ["sigkill_restart"] * spec.sigkill_restarts
+            + ["sigterm_restart"] * spec.sigterm_restarts + ["leader_sigstop"] * spec.leader_pauses)
     world.rng.shuffle(plan)
     if not plan:
         return
@@ -505,6 +546,20 @@ def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, 
     for action in plan:
         if stop.wait(world.rng.uniform(0.5 * gap, 1.5 * gap)):
             return
+        if action == "leader_sigstop":
+            _standbys_watching(world.cluster, fleet, stop)
+            replica = fleet.replica_of(lease_holder(world.cluster))
+            if replica is None:  # no leader yet (still starting on a loaded machine): pause the next one
+                wait_until = time.monotonic() + 20.0
+                while replica is None and time.monotonic() < wait_until and not stop.wait(0.1):
+                    replica = fleet.replica_of(lease_holder(world.cluster))
+            if replica is None:
+                kills["leader_sigstop_skipped"] += 1
+                continue
+            if fleet.pause(replica, world.rng.uniform(*spec.pause_seconds), stop, world.cluster):
+                takeovers.append(replica)
+            kills[action] += 1
+            continue
         if action == "leader_sigkill":
             holder = lease_holder(world.cluster)
             replica = fleet.replica_of(holder)
@@ -591,7 +646,8 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
         creator = threading.Thread(target=world.create_runs, args=(spec.runs, stop), name="creator", daemon=True)
         monkey = threading.Thread(target=world.monkey, args=(stop,), name="monkey", daemon=True)
         duration = spec.runs / spec.create_rate
-        killer = threading.Thread(target=_killer, args=(world, fleet, spec, stop, duration, kills), name="killer", daemon=True)
+        takeovers: list[int] = []
+        killer = threading.Thread(target=_killer, args=(world, fleet, spec, stop, duration, kills, takeovers), name="killer", daemon=True)
         for thread in (creator, monkey, killer):
             thread.start()
         creator.join()
@@ -631,7 +687,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             report=report, faults=fired, kills=kills, runs_created=world.created, phases=phases,
             settled=not remaining, seconds=time.monotonic() - started, stragglers=remaining,
             scheduler_exit_codes=fleet.exit_codes, graceful_exit_codes=fleet.graceful_exit_codes,
-            diagnosis="" if report.ok else diagnose(history, report),
+            diagnosis="" if report.ok else diagnose(history, report), takeovers_during_pauses=len(takeovers),
         )
 
 
