@@ -5,8 +5,9 @@ capacity churns), ``replicas`` ``kruntimes scheduler`` subprocesses with leader
 election on short leases, a creator thread adding a mix of Runs (plain,
 multi-slot, preferred and required (anti-)affinity, unfittable, invalid,
 workspace-bound, in two namespaces), a chaos monkey injecting every fault type
-(see :data:`FAULTS`), and a process killer (SIGKILL of the leader, SIGKILL of a
-random replica and restart, SIGTERM). Then the faults stop, the cluster settles,
+(see :data:`FAULTS`; :data:`LOSE_RESPONSE` when a spec opts in), and a process
+killer (SIGKILL of the leader, SIGKILL of a random replica and restart, SIGTERM,
+SIGSTOP of the leader past its Lease then SIGCONT). Then the faults stop, the cluster settles,
 the schedulers shut down, and :func:`kruntimes.verify.check_history` judges the
 whole write history. :func:`run_epoch` returns an :class:`EpochResult` with the
 counts. ``tests/chaos/test_chaos.py`` runs a quick epoch; ``benchmarks/chaos_large.py``
