@@ -214,9 +214,14 @@ class LeaderElector:
         the workers and return). ``on_stopped_leading`` runs exactly once for each
         ``on_started_leading``, after the lease was released or lost.
         """
+        # Stepping down ends the term (the next one starts with a relist), so it waits for
+        # ``renew_deadline`` after the last renewal *ended*; writes need no such wait: the gate
+        # (``may_write``) closes on its own, counted from the renewal's start.
+        last_renewal = 0.0
         while not self._stop.is_set():
             if not self._leading:
                 if self.try_acquire_or_renew() == "leading":
+                    last_renewal = self._clock()
                     self._leading = True
                     log.info("%s became the leader of %s", self._config.identity, self._path)
                     try:
@@ -232,7 +237,9 @@ class LeaderElector:
             if self._sleep(self._config.retry_period):
                 break
             attempt = self.try_acquire_or_renew()
-            if attempt != "leading" and (attempt == "held_by_other" or not self.may_write()):
+            if attempt == "leading":
+                last_renewal = self._clock()
+            elif attempt == "held_by_other" or self._clock() - last_renewal >= self._config.renew_deadline:
                 log.warning("%s lost the lease %s (%s)", self._config.identity, self._path, attempt)
                 self._step_down(release=False)
                 return "lost"

@@ -291,6 +291,8 @@ class Scheduler:
             for namespace in dict.fromkeys(namespaces)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
+        self._gate_retry = options.leader_election.retry_period if options.leader_election is not None else 1.0
+        """Seconds before a key refused by a closed write gate is tried again (the next renewal)."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._queue: WorkQueue[RunKey] | None = None
@@ -584,7 +586,12 @@ class Scheduler:
                 return
             try:
                 result = self._cycle.run(key)
-                self._requeue(queue, key, result)
+                if result.outcome == "not_leader" and self._leading:
+                    # the write gate closed inside the term (a renewal late or a pause the Lease
+                    # outlived): this key waits for the gate, not for the next term's activation
+                    queue.add_after(key, self._gate_retry)
+                else:
+                    self._requeue(queue, key, result)
                 hook = self.results
                 if hook is not None:
                     hook(result)
