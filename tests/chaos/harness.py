@@ -94,8 +94,13 @@ class ChaosSpec:
     sigkill_restarts: int = 2
     sigterm_restarts: int = 1
     leader_pauses: int = 0
-    """SIGSTOPs of the Lease holder for ``pause_seconds`` (past its 2 s lease), then SIGCONT."""
+    """SIGSTOPs of the Lease holder for ``pause_seconds`` (past its lease), then SIGCONT."""
     pause_seconds: tuple[float, float] = (3.0, 4.0)
+    lease: tuple[float, float, float] = (2.0, 1.5, 0.3)
+    """The fleet's lease duration, renew deadline and retry period (seconds). A leader's write that
+    passed its gate just before a pause still commits after the server's injected latency (up to
+    1 s, more when rules stack): only a margin (duration - deadline) above that keeps it ahead of a
+    takeover, so pause epochs use a wider one than the default 0.5 s."""
     execute_runs: float = 0.3
     settle_timeout: float = 60.0
     race_window: float = 3.0
@@ -142,8 +147,12 @@ class EpochResult:
 class Fleet:
     """``replicas`` scheduler subprocesses; each (re)start gets a fresh identity ``r<replica>g<generation>``."""
 
-    def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int) -> None:
+    def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int,
+                 lease: tuple[float, float, float] = (2.0, 1.5, 0.3)) -> None:
         self.kubeconfig = kubeconfig
+        self.lease = lease
+        self.watch_baseline = 0
+        """Watches open before any replica started (the simulator's): not a replica's."""
         self.logs = logs
         self.workers = workers
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * replicas
@@ -162,8 +171,9 @@ class Fleet:
         self._files.append(log)
         argv = [
             str(KRUNTIMES), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(self.workers),
-            "--leader-elect", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
-            "--leader-elect-retry-period", "300ms", "--leader-elect-identity", identity,
+            "--leader-elect", "--leader-elect-lease-duration", f"{round(self.lease[0] * 1000)}ms",
+            "--leader-elect-renew-deadline", f"{round(self.lease[1] * 1000)}ms",
+            "--leader-elect-retry-period", f"{round(self.lease[2] * 1000)}ms", "--leader-elect-identity", identity,
             "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
             "--heartbeat-stale-after", f"{int(STALE_AFTER)}s", "--log-format", "json", "--log-level", "warning",
         ]
@@ -532,7 +542,7 @@ def _standbys_watching(cluster: DevCluster, fleet: Fleet, stop: threading.Event,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         live = sum(1 for proc in fleet.procs if proc is not None)
-        if cluster.store.subscription_count >= 3 * live or stop.wait(0.2):
+        if cluster.store.subscription_count >= fleet.watch_baseline + 3 * live or stop.wait(0.2):
             return
 
 
@@ -641,7 +651,8 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
     ) as cluster:
         world = World(cluster, spec, rng)
         world.setup()
-        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers)
+        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers, spec.lease)
+        fleet.watch_baseline = cluster.store.subscription_count
         fleet.start_all()
         stop = threading.Event()
         creator = threading.Thread(target=world.create_runs, args=(spec.runs, stop), name="creator", daemon=True)

@@ -53,16 +53,20 @@ def test_single_replica_sigkilled_and_restarted(tmp_path: Path, chaos_large: boo
     assert result.kills["sigkill_restart"] == spec.sigkill_restarts
 
 
+PAUSE_LEASE = (3.0, 1.5, 0.3)
+"""Lease duration, renew deadline, retry period of the pause epochs: a write that passed the gate
+right before a SIGSTOP may still wait out up to 1 s of injected server latency before it commits."""
 PAUSE_FAULTS = tuple(f for f in FAULTS if f not in ("error_500", "error_503", "throttle_429", "gone_410"))
 """The quick pause epoch leaves out the faults that fail lists: a takeover relists every cache, and
 under those a quick epoch spends most of its time waiting for the relist (the large one has them all)."""
 
 
 def test_a_leader_paused_past_its_lease_writes_nothing_once_a_standby_took_over(tmp_path: Path, chaos_large: bool) -> None:
-    # 2 s leases (the fleet's flags), a 1.5 s renew deadline: a 3-4 s SIGSTOP always loses the lease
+    # a 3 s lease, a 1.5 s renew deadline (a margin above the injected latency): a 5-6 s SIGSTOP
+    # outlives the lease and the standby's own retry period and injected latency
     spec = ChaosSpec(runs=1500 if chaos_large else 150, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.25,
                      leader_kills=1 if chaos_large else 0, sigkill_restarts=0, sigterm_restarts=0,
-                     leader_pauses=8 if chaos_large else 2, pause_seconds=(3.0, 4.0),
+                     leader_pauses=8 if chaos_large else 2, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
                      faults=FAULTS if chaos_large else PAUSE_FAULTS, seed=23)
     result = run_epoch(spec, tmp_path)
     assert_kept_promises(result)
@@ -77,7 +81,8 @@ def test_a_leader_paused_past_its_lease_writes_nothing_once_a_standby_took_over(
 def test_status_writes_whose_response_was_lost_keep_every_promise(tmp_path: Path, chaos_large: bool) -> None:
     spec = ChaosSpec(runs=1500 if chaos_large else 120, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.2,
                      leader_kills=2 if chaos_large else 1, sigkill_restarts=0, sigterm_restarts=0,
-                     leader_pauses=2 if chaos_large else 1, faults=FAULTS + (LOSE_RESPONSE,), seed=31)
+                     leader_pauses=2 if chaos_large else 1, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
+                     faults=FAULTS + (LOSE_RESPONSE,), seed=31)
     result = run_epoch(spec, tmp_path)
     assert result.faults[LOSE_RESPONSE] > 0, result.summary()
     assert result.kills["leader_sigstop"] == spec.leader_pauses, result.summary()
