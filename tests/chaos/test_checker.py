@@ -11,7 +11,7 @@ from pathlib import Path
 from kruntimes.pure.model import messages
 from kruntimes.verify import CheckOptions, Report, check_history, records_from_json
 
-from .harness import diagnose
+from .harness import diagnose, in_flight_at_pause
 from .histories import EVENTS, LEASES, PODS, RUNS, SCHED, History
 
 WAIT = messages.waiting_for_pods("python")
@@ -290,6 +290,29 @@ def test_leader_only_judges_the_lease_as_stored_not_its_renew_time() -> None:
     report = check(h, check_final=False)
     assert report.ok, report.summary()
     assert report.checked["leader_only"] == 2
+
+
+def test_only_an_event_composed_before_its_process_was_stopped_counts_as_in_flight() -> None:
+    h = History()
+    h.lease("a")
+    h.run("x")
+    stopped = h.time + 0.5
+    h.advance(5.0)
+    h.lease("b")  # a was stopped past its lease: b took over
+    continued = h.time + 0.1
+    h.advance(0.2)
+    before = {"metadata": {"name": f"x.{int((stopped - 0.01) * 1e9):x}", "namespace": "default"},
+              "involvedObject": {"kind": "Run", "namespace": "default", "name": "x"}}
+    after = {"metadata": {"name": f"x.{int((continued + 0.05) * 1e9):x}", "namespace": "default"},
+             "involvedObject": {"kind": "Run", "namespace": "default", "name": "x"}}
+    h.raw(EVENTS, "create", before, "kruntimes-scheduler/a")  # past the gate when the SIGSTOP came
+    h.raw(EVENTS, "create", after, "kruntimes-scheduler/a")  # written after the SIGCONT: a real violation
+    run_event(h, "x", "kruntimes-scheduler/a", verb="patch")  # a patch says nothing of when it was made
+    report = check(h, check_final=False)
+    assert report.count("leader_only") == 3
+    excused = in_flight_at_pause(h.records, report, [("a", stopped, continued)])
+    assert [v.resource_version for v in excused] == [h.records[-3].resource_version]
+    assert in_flight_at_pause(h.records, report, [("b", stopped, continued)]) == [], "only the stopped process's own writes"
 
 
 def test_without_an_election_lease_in_the_history_events_are_not_judged() -> None:
