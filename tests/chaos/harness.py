@@ -713,10 +713,10 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             thread.start()
         creator.join()
         killer.join()
-        # keep injecting (briefly) until every fault type has actually happened at least once; a
+        # keep injecting (30 s at most) until every fault type has actually happened at least once; a
         # trickle of new Runs keeps some Scheduled or Running for the faults that act on those (on a
         # loaded machine the burst may have finished before the monkey got to them)
-        extra = time.monotonic() + 15.0
+        extra = time.monotonic() + 30.0
         index = spec.runs
         while time.monotonic() < extra and any(world.fired()[kind] == 0 for kind in spec.faults):
             if world.fired()["reset_retry"] == 0 or world.fired()["cancel"] == 0:
