@@ -5,8 +5,9 @@ capacity churns), ``replicas`` ``kruntimes scheduler`` subprocesses with leader
 election on short leases, a creator thread adding a mix of Runs (plain,
 multi-slot, preferred and required (anti-)affinity, unfittable, invalid,
 workspace-bound, in two namespaces), a chaos monkey injecting every fault type
-(see :data:`FAULTS`), and a process killer (SIGKILL of the leader, SIGKILL of a
-random replica and restart, SIGTERM). Then the faults stop, the cluster settles,
+(see :data:`FAULTS`; :data:`LOSE_RESPONSE` when a spec opts in), and a process
+killer (SIGKILL of the leader, SIGKILL of a random replica and restart, SIGTERM,
+SIGSTOP of the leader past its Lease then SIGCONT). Then the faults stop, the cluster settles,
 the schedulers shut down, and :func:`kruntimes.verify.check_history` judges the
 whole write history. :func:`run_epoch` returns an :class:`EpochResult` with the
 counts. ``tests/chaos/test_chaos.py`` runs a quick epoch; ``benchmarks/chaos_large.py``
@@ -16,6 +17,7 @@ chains many.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import random
@@ -35,7 +37,7 @@ from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
 from kruntimes.pure.model.objects import SchedulerConfig
-from kruntimes.verify import CheckOptions, Report, check_history
+from kruntimes.verify import CheckOptions, Report, Violation, check_history
 from kruntimes.verify.checker import pending_violations
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -70,6 +72,10 @@ FAULTS: Final = (
     "reset_retry",
 )
 """Every fault type the monkey injects (process kills are counted separately)."""
+LOSE_RESPONSE: Final = "lose_response"
+"""A ``runs/status`` PATCH the server applies and then answers by closing the connection (a lost
+response): the scheduler cannot tell it from a write that never happened. Not in :data:`FAULTS`:
+an epoch opts in with ``ChaosSpec(faults=FAULTS + (LOSE_RESPONSE,))``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,14 @@ class ChaosSpec:
     leader_kills: int = 2
     sigkill_restarts: int = 2
     sigterm_restarts: int = 1
+    leader_pauses: int = 0
+    """SIGSTOPs of the Lease holder for ``pause_seconds`` (past its lease), then SIGCONT."""
+    pause_seconds: tuple[float, float] = (3.0, 4.0)
+    lease: tuple[float, float, float] = (2.0, 1.5, 0.3)
+    """The fleet's lease duration, renew deadline and retry period (seconds). A leader's write that
+    passed its gate just before a pause still commits after the server's injected latency (up to
+    1 s, more when rules stack): only a margin (duration - deadline) above that keeps it ahead of a
+    takeover, so pause epochs use a wider one than the default 0.5 s."""
     execute_runs: float = 0.3
     settle_timeout: float = 60.0
     race_window: float = 3.0
@@ -109,6 +123,11 @@ class EpochResult:
     graceful_exit_codes: list[int | None] = field(default_factory=list)
     diagnosis: str = ""
     """When an invariant was violated: the violations in full and the history around them."""
+    takeovers_during_pauses: int = 0
+    """Pauses during which another replica took the Lease (the paused leader was deposed)."""
+    in_flight: list[str] = field(default_factory=list)
+    """``leader_only`` violations by a paused process of a write it had composed (and so passed
+    its gate) before it was stopped: the limit of any client-side gate (docs/reliability.md)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -116,6 +135,8 @@ class EpochResult:
             "phases": dict(self.phases),
             "faults": dict(self.faults),
             "kills": dict(self.kills),
+            "takeovers_during_pauses": self.takeovers_during_pauses,
+            "in_flight_at_pause": self.in_flight[:10],
             "settled": self.settled,
             "seconds": round(self.seconds, 1),
             "stragglers": self.stragglers[:10],
@@ -131,8 +152,14 @@ class EpochResult:
 class Fleet:
     """``replicas`` scheduler subprocesses; each (re)start gets a fresh identity ``r<replica>g<generation>``."""
 
-    def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int) -> None:
+    def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int,
+                 lease: tuple[float, float, float] = (2.0, 1.5, 0.3)) -> None:
         self.kubeconfig = kubeconfig
+        self.lease = lease
+        self.pauses: list[tuple[str, float, float]] = []
+        """(identity, wall time of the SIGSTOP, wall time of the SIGCONT) of every pause."""
+        self.watch_baseline = 0
+        """Watches open before any replica started (the simulator's): not a replica's."""
         self.logs = logs
         self.workers = workers
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * replicas
@@ -151,8 +178,9 @@ class Fleet:
         self._files.append(log)
         argv = [
             str(KRUNTIMES), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(self.workers),
-            "--leader-elect", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
-            "--leader-elect-retry-period", "300ms", "--leader-elect-identity", identity,
+            "--leader-elect", "--leader-elect-lease-duration", f"{round(self.lease[0] * 1000)}ms",
+            "--leader-elect-renew-deadline", f"{round(self.lease[1] * 1000)}ms",
+            "--leader-elect-retry-period", f"{round(self.lease[2] * 1000)}ms", "--leader-elect-identity", identity,
             "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
             "--heartbeat-stale-after", f"{int(STALE_AFTER)}s", "--log-format", "json", "--log-level", "warning",
         ]
@@ -170,6 +198,21 @@ class Fleet:
             if known == identity and self.procs[replica] is not None:
                 return replica
         return None
+
+    def pause(self, replica: int, seconds: float, stop: threading.Event, cluster: DevCluster) -> bool:
+        """SIGSTOP ``replica`` for ``seconds``, then SIGCONT; ``True`` when the Lease changed hands meanwhile."""
+        proc = self.procs[replica]
+        if proc is None:
+            return False
+        identity = self.identities[replica]
+        proc.send_signal(signal.SIGSTOP)
+        stopped = time.time()
+        try:
+            stop.wait(seconds)
+            return lease_holder(cluster) not in ("", identity)
+        finally:
+            proc.send_signal(signal.SIGCONT)  # always: a stopped process would not even receive SIGTERM
+            self.pauses.append((identity, stopped, time.time()))
 
     def kill(self, replica: int, sig: signal.Signals = signal.SIGKILL, *, wait: float = 30.0) -> None:
         proc = self.procs[replica]
@@ -347,6 +390,7 @@ class World:
             "error_503": lambda: self.api_error(503),
             "throttle_429": lambda: self.api_error(429),
             "latency": self.latency,
+            LOSE_RESPONSE: self.lose_response,
             "heartbeat_stop": self.stop_heartbeat,
             "pod_unready": self.unready,
             "capacity_change": self.change_capacity,
@@ -382,6 +426,11 @@ class World:
         kind = {500: "error_500", 503: "error_503", 429: "throttle_429"}[code]
         rule = self.cluster.faults.error(code, resource, verbs=verbs, count=count, retry_after=1 if code == 429 else None)
         self.arm(kind, rule, count)
+
+    def lose_response(self) -> None:
+        count = self.rng.randint(1, 3)
+        rule = self.cluster.faults.lose_response("runs", subresource="status", verbs=("patch",), count=count)
+        self.arm(LOSE_RESPONSE, rule, count)
 
     def latency(self) -> None:
         count = self.rng.randint(2, 6)
@@ -496,8 +545,20 @@ class World:
 # --- one epoch --------------------------------------------------------------------------------
 
 
-def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, duration: float, kills: Counter[str]) -> None:
-    plan = ["leader_sigkill"] * spec.leader_kills + ["sigkill_restart"] * spec.sigkill_restarts + ["sigterm_restart"] * spec.sigterm_restarts
+def _standbys_watching(cluster: DevCluster, fleet: Fleet, stop: threading.Event, timeout: float = 20.0) -> None:
+    """Wait (a while at most) until every live replica has its three watches open: a standby that is
+    still listing its caches does not campaign, and a pause then would outlive the lease unnoticed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = sum(1 for proc in fleet.procs if proc is not None)
+        if cluster.store.subscription_count >= fleet.watch_baseline + 3 * live or stop.wait(0.2):
+            return
+
+
+def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, duration: float, kills: Counter[str],
+            takeovers: list[int]) -> None:
+    plan = (["leader_sigkill"] * spec.leader_kills + ["sigkill_restart"] * spec.sigkill_restarts
+            + ["sigterm_restart"] * spec.sigterm_restarts + ["leader_sigstop"] * spec.leader_pauses)
     world.rng.shuffle(plan)
     if not plan:
         return
@@ -505,6 +566,20 @@ def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, 
     for action in plan:
         if stop.wait(world.rng.uniform(0.5 * gap, 1.5 * gap)):
             return
+        if action == "leader_sigstop":
+            _standbys_watching(world.cluster, fleet, stop)
+            replica = fleet.replica_of(lease_holder(world.cluster))
+            if replica is None:  # no leader yet (still starting on a loaded machine): pause the next one
+                wait_until = time.monotonic() + 20.0
+                while replica is None and time.monotonic() < wait_until and not stop.wait(0.1):
+                    replica = fleet.replica_of(lease_holder(world.cluster))
+            if replica is None:
+                kills["leader_sigstop_skipped"] += 1
+                continue
+            if fleet.pause(replica, world.rng.uniform(*spec.pause_seconds), stop, world.cluster):
+                takeovers.append(replica)
+            kills[action] += 1
+            continue
         if action == "leader_sigkill":
             holder = lease_holder(world.cluster)
             replica = fleet.replica_of(holder)
@@ -519,6 +594,46 @@ def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, 
         kills[action] += 1
         stop.wait(world.rng.uniform(0.0, 1.0))
         fleet.start(replica)
+
+
+IN_FLIGHT_AFTER_SIGCONT: Final = 0.5
+"""Seconds after its SIGCONT within which a stopped process's request that was already past its gate commits."""
+
+
+def _composed_at(w: Any) -> float | None:
+    """When the scheduler built this write, where the write itself says: an Event create's name ends
+    in ``.<time_ns in hex>`` taken just before the gate; a bind's conditions carry the cycle's time."""
+    if w.resource.plural == "events" and w.verb == "create":
+        _, dot, suffix = w.name.rpartition(".")
+        try:
+            return int(suffix, 16) / 1e9 if dot else None
+        except ValueError:
+            return None
+    if w.resource.plural == "runs" and (w.object.get("status") or {}).get("phase") == "Scheduled":
+        stamps = [c.get("lastTransitionTime") for c in (w.object.get("status") or {}).get("conditions") or []]
+        times = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in stamps if isinstance(t, str) and t]
+        return max(times) if times else None
+    return None
+
+
+def in_flight_at_pause(history: list[Any], report: Report, pauses: list[tuple[str, float, float]]) -> list[Violation]:
+    """The ``leader_only`` violations that are writes composed before their process was stopped and
+    committed right after it was continued: they passed the gate while the Lease was still ours,
+    and no client-side gate can recall a request it has let through. Everything else stays a violation."""
+    by_rv = {w.resource_version: w for w in history}
+    found: list[Violation] = []
+    for violation in report.violations:
+        w = by_rv.get(violation.resource_version)
+        if violation.invariant != "leader_only" or w is None:
+            continue
+        identity = w.user_agent.partition("/")[2]
+        composed = _composed_at(w)
+        if composed is not None and any(
+            who == identity and composed < stopped and continued <= w.time <= continued + IN_FLIGHT_AFTER_SIGCONT
+            for who, stopped, continued in pauses
+        ):
+            found.append(violation)
+    return found
 
 
 def settled(cluster: DevCluster, config: SchedulerConfig) -> list[str]:
@@ -585,21 +700,23 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
     ) as cluster:
         world = World(cluster, spec, rng)
         world.setup()
-        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers)
+        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers, spec.lease)
+        fleet.watch_baseline = cluster.store.subscription_count
         fleet.start_all()
         stop = threading.Event()
         creator = threading.Thread(target=world.create_runs, args=(spec.runs, stop), name="creator", daemon=True)
         monkey = threading.Thread(target=world.monkey, args=(stop,), name="monkey", daemon=True)
         duration = spec.runs / spec.create_rate
-        killer = threading.Thread(target=_killer, args=(world, fleet, spec, stop, duration, kills), name="killer", daemon=True)
+        takeovers: list[int] = []
+        killer = threading.Thread(target=_killer, args=(world, fleet, spec, stop, duration, kills, takeovers), name="killer", daemon=True)
         for thread in (creator, monkey, killer):
             thread.start()
         creator.join()
         killer.join()
-        # keep injecting (briefly) until every fault type has actually happened at least once; a
+        # keep injecting (30 s at most) until every fault type has actually happened at least once; a
         # trickle of new Runs keeps some Scheduled or Running for the faults that act on those (on a
         # loaded machine the burst may have finished before the monkey got to them)
-        extra = time.monotonic() + 15.0
+        extra = time.monotonic() + 30.0
         index = spec.runs
         while time.monotonic() < extra and any(world.fired()[kind] == 0 for kind in spec.faults):
             if world.fired()["reset_retry"] == 0 or world.fired()["cancel"] == 0:
@@ -626,12 +743,16 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
         fleet.stop_all()
         history = cluster.history()
         report = check_history(history, CheckOptions(race_window=spec.race_window, final_now=final_now, config=config))
+        in_flight = in_flight_at_pause(history, report, fleet.pauses)
+        if in_flight:  # judged by everything else; those few are the documented limit of the gate
+            report = dataclasses.replace(report, violations=tuple(v for v in report.violations if v not in in_flight))
         phases = Counter(str((r.get("status") or {}).get("phase") or "Pending") for r in cluster.store.list_objects(RUNS)[0])
         return EpochResult(
             report=report, faults=fired, kills=kills, runs_created=world.created, phases=phases,
             settled=not remaining, seconds=time.monotonic() - started, stragglers=remaining,
             scheduler_exit_codes=fleet.exit_codes, graceful_exit_codes=fleet.graceful_exit_codes,
-            diagnosis="" if report.ok else diagnose(history, report),
+            diagnosis="" if report.ok else diagnose(history, report), takeovers_during_pauses=len(takeovers),
+            in_flight=[str(v) for v in in_flight],
         )
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from kruntimes.pure.model import messages
 from kruntimes.verify import CheckOptions, Report, check_history, records_from_json
 
-from .harness import diagnose
-from .histories import EVENTS, PODS, RUNS, SCHED, History
+from .harness import diagnose, in_flight_at_pause
+from .histories import EVENTS, LEASES, PODS, RUNS, SCHED, History
 
 WAIT = messages.waiting_for_pods("python")
 
@@ -240,6 +240,87 @@ def test_leader_only_catches_a_standby_write() -> None:
     h.run("w")
     h.bind("w", "p0", agent="kruntimes-scheduler/b")
     assert check(h, check_final=False).count("leader_only") == 2
+
+
+def run_event(h: History, run: str, agent: str, verb: str = "create") -> None:
+    """An Event about ``run``, as the recorder writes it (a patch bumps the count of an existing one)."""
+    body = {"metadata": {"name": f"{run}.e", "namespace": "default"}, "involvedObject": {"kind": "Run", "namespace": "default", "name": run},
+            "reason": "Scheduled", "count": 1}
+    h.raw(EVENTS, verb, body, agent)
+
+
+def test_leader_only_catches_an_event_written_by_a_deposed_leader_after_the_takeover() -> None:
+    h = History()
+    h.lease("a")
+    h.run("x")
+    run_event(h, "x", "kruntimes-scheduler/a")  # legal: a holds the lease
+    assert check(h, check_final=False).ok
+    h.lease("b")  # b took over (a was paused past its lease)
+    run_event(h, "x", "kruntimes-scheduler/a", verb="patch")  # a resumed and flushed what it had queued
+    report = check(h, check_final=False)
+    only(report, "leader_only")
+    [violation] = report.violations
+    assert violation.run == "default/x"
+    assert "patch events by 'a'" in violation.detail and "'b'" in violation.detail
+    assert report.checked["leader_only"] == 2
+
+
+def test_leader_only_catches_an_event_from_a_standby_and_one_from_before_anyone_held_the_lease() -> None:
+    h = History()
+    h.event(agent="kruntimes-scheduler/b")  # before the Lease exists: nobody holds it
+    h.lease("a")
+    h.event(agent="kruntimes-scheduler/b")
+    h.event(agent="kruntimes-scheduler/a")
+    report = check(h, check_final=False)
+    assert report.count("leader_only") == 2, report.summary()
+    assert [v.resource_version for v in report.violations] == [1, 3]
+    assert all("(nobody)" in v.detail for v in report.violations[:1])
+
+
+def test_leader_only_judges_the_lease_as_stored_not_its_renew_time() -> None:
+    h = History()
+    h.raw(LEASES, "update", {"metadata": {"name": "kruntimes-scheduler", "namespace": "default"},
+                             "spec": {"holderIdentity": "a", "leaseDurationSeconds": 2, "renewTime": "2025-01-01T00:00:00.000000Z"}},
+          "kruntimes-scheduler/a")
+    h.advance(60.0)  # long past renewTime + leaseDurationSeconds, but nobody took the lease
+    h.run("x")
+    h.event(agent="kruntimes-scheduler/a")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/a")
+    h.lease("b", agent="kruntimes-scheduler/b")  # a standby's acquisition is not a write it makes as leader
+    report = check(h, check_final=False)
+    assert report.ok, report.summary()
+    assert report.checked["leader_only"] == 2
+
+
+def test_only_an_event_composed_before_its_process_was_stopped_counts_as_in_flight() -> None:
+    h = History()
+    h.lease("a")
+    h.run("x")
+    stopped = h.time + 0.5
+    h.advance(5.0)
+    h.lease("b")  # a was stopped past its lease: b took over
+    continued = h.time + 0.1
+    h.advance(0.2)
+    before = {"metadata": {"name": f"x.{int((stopped - 0.01) * 1e9):x}", "namespace": "default"},
+              "involvedObject": {"kind": "Run", "namespace": "default", "name": "x"}}
+    after = {"metadata": {"name": f"x.{int((continued + 0.05) * 1e9):x}", "namespace": "default"},
+             "involvedObject": {"kind": "Run", "namespace": "default", "name": "x"}}
+    h.raw(EVENTS, "create", before, "kruntimes-scheduler/a")  # past the gate when the SIGSTOP came
+    h.raw(EVENTS, "create", after, "kruntimes-scheduler/a")  # written after the SIGCONT: a real violation
+    run_event(h, "x", "kruntimes-scheduler/a", verb="patch")  # a patch says nothing of when it was made
+    report = check(h, check_final=False)
+    assert report.count("leader_only") == 3
+    excused = in_flight_at_pause(h.records, report, [("a", stopped, continued)])
+    assert [v.resource_version for v in excused] == [h.records[-3].resource_version]
+    assert in_flight_at_pause(h.records, report, [("b", stopped, continued)]) == [], "only the stopped process's own writes"
+
+
+def test_without_an_election_lease_in_the_history_events_are_not_judged() -> None:
+    h = History()
+    h.event(agent="kruntimes-scheduler/a")
+    h.event(agent="kruntimes-scheduler/b")
+    report = check(h, check_final=False)
+    assert report.ok and report.checked["leader_only"] == 0
 
 
 def test_final_state_catches_a_run_left_pending_with_room() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import urllib3
@@ -12,6 +14,7 @@ from kubernetes import client
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.faults import Faults, RequestInfo
 from kruntimes.devcluster.store import Store
+from kruntimes.effects.kube import Kube as RawKube, load_configuration
 
 from .helpers import GROUP, VERSION, Kube, WatchCollector, request_json, wait_until
 
@@ -107,3 +110,81 @@ def test_the_admin_endpoint_can_drop_watches(cluster: DevCluster) -> None:
     assert out == {"dropped": 1}
     assert resp.read() == b""  # the stream ended with its terminating chunk
     wait_until(lambda: json.loads(http.request("GET", cluster.url + "/_devcluster/stats").data)["watches"] == 0, what="the watch to close")
+
+
+# --- lose-response: the write is applied, the answer is lost ---
+
+RUN_PATH = "/apis/kruntimes.io/v1alpha1/namespaces/default/runs/r"
+
+
+@pytest.fixture
+def raw_kube(cluster: DevCluster, tmp_path: Path) -> Iterator[RawKube]:
+    """The scheduler's own client (no retries), to see what it sees."""
+    client_ = RawKube(load_configuration(str(cluster.kubeconfig_path(tmp_path))).unwrap().configuration, request_timeout=5)
+    yield client_
+    client_.close()
+
+
+def test_a_lost_response_applies_the_status_patch_but_the_client_sees_a_broken_connection(
+    kube: Kube, cluster: DevCluster, raw_kube: RawKube
+) -> None:
+    created = kube.create_run("r")
+    watch = WatchCollector(kube.custom.list_namespaced_custom_object, GROUP, VERSION, "default", "runs",
+                           resource_version=created["metadata"]["resourceVersion"], timeout_seconds=30)
+    wait_until(lambda: cluster.store.subscription_count == 1, what="the watch to open")
+    cluster.faults.lose_response("runs", subresource="status", verbs=["patch"])
+    answer = raw_kube.patch_status(RUN_PATH, '{"status":{"phase":"Running"}}')
+    error = answer.failure()
+    assert error.kind == "transport" and error.status == 0, error
+    assert kube.run("r")["status"]["phase"] == "Running", "the write was committed"
+    [event] = watch.wait_for(1)
+    assert (event["type"], event["object"]["status"]["phase"]) == ("MODIFIED", "Running")
+    watch.stop()
+    [record] = [w for w in cluster.history() if w.subresource == "status"]
+    assert record.verb == "patch"
+    assert cluster.faults.rules() == [], "a one-shot rule is spent"
+    assert raw_kube.patch_status(RUN_PATH, '{"status":{"phase":"Ready"}}').value_or(None) is not None
+
+
+def test_a_lost_response_can_be_a_503_after_the_create_was_applied(kube: Kube, cluster: DevCluster, raw_kube: RawKube) -> None:
+    cluster.faults.lose_response("runs", code=503, verbs=["create"])
+    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": "r"}, "spec": {"runtime": "python"}}
+    answer = raw_kube.create("/apis/kruntimes.io/v1alpha1/namespaces/default/runs", body)
+    assert (answer.failure().kind, answer.failure().status) == ("server", 503)
+    assert kube.run("r")["spec"]["runtime"] == "python"
+    again = raw_kube.create("/apis/kruntimes.io/v1alpha1/namespaces/default/runs", body)
+    assert again.failure().kind == "already_exists", "the retry meets the write the client thought failed"
+
+
+def test_a_write_the_server_refuses_is_answered_even_under_a_lost_response_rule(
+    kube: Kube, cluster: DevCluster, raw_kube: RawKube
+) -> None:
+    kube.create_run("r")
+    cluster.faults.lose_response("runs", subresource="status")
+    stale = '{"metadata":{"resourceVersion":"1"},"status":{"phase":"Running"}}'
+    assert raw_kube.patch_status(RUN_PATH, stale).failure().kind == "conflict"
+    assert (kube.run("r").get("status") or {}).get("phase") != "Running", "nothing was committed"
+
+
+def test_reads_are_never_hit_by_a_lost_response_rule(kube: Kube, cluster: DevCluster, raw_kube: RawKube) -> None:
+    kube.create_run("r")
+    cluster.faults.lose_response("runs", verbs=["get", "patch"], count=None)
+    assert raw_kube.get(RUN_PATH).value_or(None) is not None
+
+
+def test_the_admin_endpoint_installs_a_lost_response_rule(kube: Kube, cluster: DevCluster, raw_kube: RawKube) -> None:
+    http = urllib3.PoolManager(retries=False)
+    code, added, _ = request_json(http, "POST", cluster.url + "/_devcluster/faults",
+                                  {"action": "lose-response", "resource": "runs", "subresource": "status", "verbs": ["patch"], "count": 2})
+    assert code == 200 and added["id"] >= 1
+    [rule] = cluster.faults.rules()
+    assert (rule.action, rule.remaining, rule.drop_connection) == ("lose-response", 2, True)
+    kube.create_run("r")
+    assert raw_kube.patch_status(RUN_PATH, '{"status":{"phase":"Running"}}').failure().kind == "transport"
+    assert kube.run("r")["status"]["phase"] == "Running"
+    request_json(http, "POST", cluster.url + "/_devcluster/faults", {"action": "clear"})
+    code, added, _ = request_json(http, "POST", cluster.url + "/_devcluster/faults",
+                                  {"action": "lose-response", "resource": "runs", "code": 504})
+    assert code == 200
+    [rule] = cluster.faults.rules()
+    assert (rule.drop_connection, rule.code) == (False, 504)

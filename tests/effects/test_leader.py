@@ -250,3 +250,129 @@ def test_bad_settings_are_refused_with_a_reason_not_an_exit(config: LeaderElecti
 
 def test_micro_time_always_has_six_fractional_digits() -> None:
     assert micro_time(datetime(2025, 1, 1, tzinfo=timezone.utc)) == "2025-01-01T00:00:00.000000Z"
+
+
+# --- the write gate: writes stop before anyone could take the lease ---
+
+
+@dataclass
+class Partition:
+    """One candidate's view of the Lease API: cut off (every call fails) while ``cut``."""
+
+    leases: FakeLeases
+    cut: bool = False
+    stall: float = 0.0
+    """Seconds the next ``get`` takes (a renewal stuck in the network); the clock moves meanwhile."""
+    clock: FakeClock | None = None
+    during_stall: list[tuple[float, bool]] = field(default_factory=list)
+    watcher: LeaderElector | None = None
+
+    def get(self, path: str) -> Result[JSONObject, ApiError]:
+        if self.stall and self.clock is not None:
+            remaining, self.stall = self.stall, 0.0
+            while remaining > 1e-9:  # look at the gate every 0.1 s of the stall
+                step = min(0.1, remaining)
+                self.clock.advance(step)
+                remaining -= step
+                if self.watcher is not None:
+                    self.during_stall.append((self.clock(), self.watcher.may_write()))
+        if self.cut:
+            return Failure(ApiError("transport", 0, "", "connection refused"))
+        return self.leases.get(path)
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        if self.cut:
+            return Failure(ApiError("transport", 0, "", "connection refused"))
+        return self.leases.create(path, body)
+
+    def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        if self.cut:
+            return Failure(ApiError("transport", 0, "", "connection refused"))
+        return self.leases.update(path, body)
+
+
+def elected(api: Partition | FakeLeases, clock: FakeClock, identity: str, *, lease_duration: float = 15.0,
+            renew_deadline: float = 10.0, retry_period: float = 2.0) -> LeaderElector:
+    """A candidate whose ``run`` loop is not used: tests drive its attempts by hand, as if it were leading."""
+    config = LeaderElectionConfig("sched", identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                  retry_period=retry_period)
+    elector = LeaderElector(api, config, lambda: None, lambda: None, clock=clock, now=Wall(clock))
+    if elector.try_acquire_or_renew() == "leading":
+        elector._leading = True  # what run() does after a successful acquisition
+    return elector
+
+
+def test_the_write_gate_is_open_only_while_leading_and_freshly_renewed() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = elected(leases, clock, "a")
+    b = elected(leases, clock, "b")
+    assert a.may_write()
+    assert not b.may_write(), "a standby never writes"
+    clock.advance(9.9)
+    assert a.may_write()
+    clock.advance(0.1)
+    assert not a.may_write(), "10 s (the renew deadline) after the last renewal started"
+    assert a.is_leader(), "the elector has not noticed yet; the gate does not wait for it to"
+    assert a.try_acquire_or_renew() == "leading"
+    assert a.may_write()
+
+
+def test_a_renewal_that_stalls_closes_the_gate_before_the_lease_expires() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    view = Partition(leases, clock=clock)
+    a = elected(view, clock, "a")
+    acquired = clock()
+    clock.advance(2.0)
+    view.stall, view.watcher = 12.0, a  # the renewal started at +2 s answers only at +14 s
+    assert a.try_acquire_or_renew() == "leading"
+    closed = [at - acquired for at, open_ in view.during_stall if not open_]
+    assert closed and closed[0] == pytest.approx(10.0), "closed at the renew deadline after the acquisition"
+    assert all(not open_ for at, open_ in view.during_stall if at - acquired >= 10.0)
+    assert closed[0] < 15.0, "before the 15 s lease could expire"
+    # the late renewal counts from when it started (+2 s), not from when its answer came (+14 s)
+    assert clock() - acquired == pytest.approx(14.0)
+    assert not a.may_write()
+    clock.advance(2.0)
+    assert a.try_acquire_or_renew() == "leading"
+    assert a.may_write()
+
+
+def test_a_partitioned_leader_stops_writing_before_the_standby_can_take_over() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    view = Partition(leases)
+    a = elected(view, clock, "a", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
+    b = elected(leases, clock, "b", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
+    clock.advance(0.3)
+    assert a.try_acquire_or_renew() == "leading"
+    view.cut = True
+    last_write = takeover = None
+    for _ in range(100):  # 10 s in 0.1 s steps; the standby retries every step (more often than it would)
+        clock.advance(0.1)
+        if a.may_write():
+            last_write = clock()
+        a.try_acquire_or_renew()
+        if takeover is None and b.try_acquire_or_renew() == "leading":
+            takeover = clock()
+    assert last_write is not None and takeover is not None
+    assert last_write < takeover
+    assert takeover - last_write >= 0.4, "the margin between the renew deadline and the lease duration"
+
+
+def test_losing_the_lease_to_another_holder_closes_the_gate_at_once() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = elected(leases, clock, "a")
+    assert leases.lease is not None
+    leases.version += 1
+    leases.lease = {
+        "metadata": {"name": "kruntimes-scheduler", "resourceVersion": str(leases.version)},
+        "spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 15},
+    }
+    assert a.try_acquire_or_renew() == "held_by_other"
+    assert not a.may_write()
+
+
+def test_releasing_the_lease_closes_the_gate() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = elected(leases, clock, "a")
+    assert a.release()
+    assert not a.may_write()

@@ -189,3 +189,26 @@ def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
     wait_until(lambda: waiting(kube, "third"), what="third waits")
     assert assigned(kube, "second") is None
     assert all(peak <= 1 for peak in max_usage_by_pod(cluster).values()), max_usage_by_pod(cluster)
+
+
+def test_runs_met_while_a_slow_renewal_closed_the_write_gate_are_bound_once_it_reopens(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    """A renewal that takes longer than the renew deadline closes the write gate without ending the
+    term (the renewal succeeds: nobody took the Lease). Cycles in that window write nothing; their
+    Runs must not be forgotten for the rest of the term."""
+    cluster.add_runtime("python", replicas=2, capacity={"runs": "20"})
+    wait_until(lambda: _pods(kube) == 2, what="pods")
+    election = LeaderElectionOptions(namespace="default", lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+    leader = scheduler(identity="alpha", leader_election=election)
+    assert leader.wait_leading(10)
+    outcomes: list[str] = []
+    leader.results = lambda result: outcomes.append(result.outcome)
+    cluster.faults.latency(2.0, "leases", count=1)  # the next renewal answers 2 s after it started
+    names = [f"gated-{i}" for i in range(30)]
+    for name in names:  # a Run every 0.1 s, across the window in which the gate is closed
+        create_run(kube, name)
+        time.sleep(0.1)
+    assert "not_leader" in outcomes, "the gate never closed: the test proves nothing"
+    assert wait_until(lambda: all(assigned(kube, name) for name in names), timeout=10, what="every Run bound")
+    assert _holder(kube) == "alpha" and leader.is_leader(), "the term never ended"

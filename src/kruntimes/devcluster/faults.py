@@ -4,6 +4,12 @@ A rule matches requests by verb, resource, subresource, namespace and name,
 and fires for the next ``count`` matches (or forever) with a seeded
 probability, so a chaos run replays exactly from its seed. Faults are checked
 before a request touches the store: an injected 409/500/429 changes nothing.
+The one exception is ``lose-response``: the write is *applied* (stored, seen by
+every watch), then the answer is lost — the connection is closed without a
+response, as when it breaks after the server committed, or (with ``code``) a
+500/503/504 is sent instead of the object. A client cannot tell either from a
+write that never happened; a write the server refuses (409, 422...) is answered
+as usual, since nothing was committed.
 Rules are set from Python (:class:`Faults`) or, for out-of-process clients,
 through the loopback admin endpoint ``POST /_devcluster/faults`` whose JSON
 body is :meth:`Faults.apply_json`'s argument.
@@ -23,7 +29,7 @@ from kruntimes.devcluster.errors import REASON_CODES, ApiError
 from kruntimes.devcluster.store import Store
 from kruntimes.devcluster.types import Obj
 
-FaultAction = Literal["conflict", "error", "latency", "expire-watch"]
+FaultAction = Literal["conflict", "error", "latency", "expire-watch", "lose-response"]
 WRITE_VERBS: Final = frozenset(("create", "update", "patch", "delete", "deletecollection"))
 
 
@@ -61,6 +67,8 @@ class FaultRule:
     fired: int = field(default=0)
     user_agent: str | None = None
     """Only requests with exactly this User-Agent (one replica of several)."""
+    drop_connection: bool = False
+    """``lose-response``: close the connection instead of answering ``code``."""
 
     def matches(self, info: RequestInfo) -> bool:
         qualified = f"{info.resource}.{info.group}" if info.group else info.resource
@@ -87,6 +95,15 @@ class Verdict:
     latency: float = 0.0
     error: ApiError | None = None
     expire_watch: bool = False
+    lose_response: bool = False
+    """Apply the write, then close the connection without an answer."""
+    error_after_commit: ApiError | None = None
+    """Apply the write, then answer this error instead of the stored object."""
+
+    @property
+    def after_commit(self) -> bool:
+        """Whether the answer to an applied write is lost (dropped or replaced by an error)."""
+        return self.lose_response or self.error_after_commit is not None
 
 
 _REASONS_BY_CODE: Final = {code: reason for reason, code in REASON_CODES.items() if reason not in ("Expired", "AlreadyExists")}
@@ -166,6 +183,26 @@ class Faults:
         """Delay matching requests by ``seconds`` before serving them."""
         return self.add(FaultRule("latency", frozenset(verbs), _set(resource), None, None, None, count, probability, latency=seconds))
 
+    def lose_response(
+        self,
+        resource: str | None = None,
+        *,
+        code: int | None = None,
+        subresource: str | None = None,
+        verbs: Iterable[str] = ("create", "update", "patch"),
+        count: int | None = 1,
+        probability: float = 1.0,
+        namespace: str | None = None,
+        name: str | None = None,
+        user_agent: str | None = None,
+    ) -> int:
+        """Apply matching writes, then lose the answer: close the connection unanswered, or with
+        ``code`` (500, 503, 504) answer that error although the write was committed."""
+        return self.add(
+            FaultRule("lose-response", frozenset(verbs), _set(resource), subresource, namespace, name, count, probability,
+                      code if code is not None else 0, user_agent=user_agent, drop_connection=code is None)
+        )
+
     def expire_next_watch(self, resource: str | None = None, *, count: int = 1) -> int:
         """The next ``count`` watch requests get an ERROR event with a 410 Expired Status."""
         return self.add(FaultRule("expire-watch", frozenset(("watch",)), _set(resource), None, None, None, count))
@@ -186,7 +223,7 @@ class Faults:
                 return Verdict()
             fired: list[FaultRule] = []
             for rule in self._rules:
-                if rule.action == "conflict" and info.verb not in WRITE_VERBS:
+                if rule.action in ("conflict", "lose-response") and info.verb not in WRITE_VERBS:
                     continue
                 if not rule.matches(info):
                     continue
@@ -199,24 +236,32 @@ class Faults:
             self._rules = [r for r in self._rules if r.remaining is None or r.remaining > 0]
         error: ApiError | None = None
         expire = False
+        drop = False
+        after_commit: ApiError | None = None
         for rule in fired:
             if rule.action == "latency":
                 latency += rule.latency
             elif rule.action == "expire-watch":
                 expire = True
+            elif rule.action == "lose-response":
+                if rule.drop_connection:
+                    drop = True
+                elif after_commit is None:
+                    after_commit = _injected(rule.code, rule.retry_after, "after the write was applied")
             elif error is None and rule.action == "conflict":
                 error = errors.conflict(info.group, info.resource, info.name or "", "injected conflict (dev-cluster fault)")
             elif error is None:
-                reason = _REASONS_BY_CODE.get(rule.code, "InternalError")
-                error = ApiError(reason, f"injected {rule.code} (dev-cluster fault)", code=rule.code, retry_after=rule.retry_after)
-        return Verdict(latency, error, expire)
+                error = _injected(rule.code, rule.retry_after)
+        return Verdict(latency, error, expire, drop, None if drop else after_commit)
 
     # -- the admin endpoint ----------------------------------------------------------------
 
     def apply_json(self, body: Any) -> Obj:
-        """Run one admin command. ``{"action": "conflict"|"error"|"latency"|"expire-watch"|"drop-watches"|"clear"|"remove"|"seed", ...}``.
+        """Run one admin command. ``{"action": "conflict"|"error"|"latency"|"expire-watch"|"lose-response"|"drop-watches"|"clear"|"remove"|"seed", ...}``.
 
-        Rule fields: ``resource``, ``subresource``, ``verbs``, ``namespace``, ``name``, ``userAgent`` (errors),
+        ``lose-response`` applies the matching writes and closes the connection unanswered, or, given
+        ``code``, answers that error after applying them.
+        Rule fields: ``resource``, ``subresource``, ``verbs``, ``namespace``, ``name``, ``userAgent`` (errors, lose-response),
         ``count`` (null = forever), ``probability``, ``code``, ``retryAfter``, ``seconds``, ``abort``, ``id``, ``seed``.
         """
         if not isinstance(body, dict) or not isinstance(body.get("action"), str):
@@ -231,6 +276,9 @@ class Faults:
             return {"id": self.error(int(body.get("code", 500)), resource, retry_after=body.get("retryAfter"), subresource=body.get("subresource"), verbs=body.get("verbs") or (), user_agent=body.get("userAgent"), **common)}
         if action == "latency":
             return {"id": self.latency(float(body.get("seconds", 0.1)), resource, verbs=body.get("verbs") or (), count=body.get("count"), probability=common["probability"])}
+        if action == "lose-response":
+            code = body.get("code")
+            return {"id": self.lose_response(resource, code=None if code is None else int(code), subresource=body.get("subresource"), verbs=body.get("verbs") or ("create", "update", "patch"), user_agent=body.get("userAgent"), **common)}
         if action == "expire-watch":
             return {"id": self.expire_next_watch(resource, count=int(count or 1))}
         if action == "drop-watches":
@@ -245,6 +293,12 @@ class Faults:
             self.seed(int(body.get("seed", 0)))
             return {"seeded": body.get("seed")}
         raise errors.bad_request(f"unknown fault action {action!r}")
+
+
+def _injected(code: int, retry_after: int | None, when: str = "") -> ApiError:
+    reason = _REASONS_BY_CODE.get(code, "InternalError")
+    detail = f" {when}" if when else ""
+    return ApiError(reason, f"injected {code}{detail} (dev-cluster fault)", code=code, retry_after=retry_after)
 
 
 def _set(resource: str | None) -> frozenset[str]:

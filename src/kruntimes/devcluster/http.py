@@ -38,7 +38,7 @@ from kruntimes.devcluster.discovery import (
     api_versions,
 )
 from kruntimes.devcluster.errors import ApiError
-from kruntimes.devcluster.faults import Faults, RequestInfo
+from kruntimes.devcluster.faults import WRITE_VERBS, Faults, RequestInfo, Verdict
 from kruntimes.devcluster.patches import APPLY, JSON_PATCH, MERGE, STRATEGIC
 from kruntimes.devcluster.resources import ResourceDef
 from kruntimes.devcluster.selectors import Selection, parse_selection
@@ -221,6 +221,8 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kruntimes-devcluster"
     sys_version = ""
+    _after_commit: Verdict | None = None
+    """This request's ``lose-response`` fault, taken by the next ``_send_json`` (the write's answer)."""
 
     @property
     def srv(self) -> DevClusterHTTPServer:
@@ -280,9 +282,24 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _send_json(self, code: int, obj: Any, *, warnings: list[str] | None = None) -> None:
+        lost, self._after_commit = self._after_commit, None
+        if lost is not None:
+            self._lose_answer(lost)
+            return
         # one Warning header per warning, in the form client-go and kubectl print ("Warning: ...")
         headers = [("Warning", '299 - "' + w.replace('"', '\\"') + '"') for w in warnings or []]
         self._send_bytes(code, json.dumps(obj, separators=(",", ":")).encode(), headers=headers)
+
+    def _lose_answer(self, verdict: Verdict) -> None:
+        """A ``lose-response`` fault: the write was applied; the client gets no answer, or an error."""
+        if verdict.error_after_commit is not None:
+            self._send_error(verdict.error_after_commit)
+            return
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _send_error(self, exc: ApiError) -> None:
         headers = [("Retry-After", str(exc.retry_after))] if exc.retry_after is not None else None
@@ -290,6 +307,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         self._request_id = f"devcluster-{next(_request_ids)}"
+        self._after_commit = None
         try:
             url = urlsplit(self.path)
             path = unquote(url.path).rstrip("/") or "/"
@@ -471,6 +489,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(verdict.latency)
         if verdict.error is not None:
             raise verdict.error
+        if verdict.after_commit and verb in WRITE_VERBS:
+            self._after_commit = verdict
         context = WriteContext(verb, route.subresource, user_agent, self._request_id)
         dry_run = "All" in query.get("dryRun", [])
         options = WriteOptions(dry_run=dry_run, field_validation=_first(query, "fieldValidation"))

@@ -21,6 +21,14 @@ are dropped, so Events never cost the API server or this process more than that.
 logged at debug level and dropped; it never fails or slows a cycle. Messages
 are the ones status writes carry, so they never name pods (except the
 ``Scheduled`` event's own pod), other Runs or selectors.
+
+Leadership (SPEC §10): Events are writes, so only the leader makes them. The
+recorder takes the scheduler's write gate (``may_write``): nothing is queued
+while it is closed, and the writer thread asks it again immediately before each
+HTTP request — after any rate-limit wait — so a leader that was paused past its
+Lease and then resumed cannot flush what it queued before. :meth:`EventRecorder.end_term`
+drops everything queued in the term that just ended; an Event from an old term
+is never written in a later one.
 """
 
 from __future__ import annotations
@@ -89,6 +97,7 @@ class _Pending:
     reason: str
     message: str
     at: datetime
+    term: int
 
 
 def _time(value: datetime) -> str:
@@ -139,8 +148,12 @@ class EventRecorder:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], object] = time.sleep,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self._kube = kube
+        self._may_write = may_write
+        self._term = 0
+        """Bumped by ``end_term``; an item queued under an older value is never written."""
         self._settings = settings
         self._clock = clock
         self._now = now
@@ -155,6 +168,8 @@ class EventRecorder:
         self.dropped = 0
         self.written = 0
         self.failed = 0
+        self.fenced = 0
+        """Events not written because this process did not (or no longer) hold the write gate."""
 
     # --- what callers use (never blocks) ---
 
@@ -189,8 +204,34 @@ class EventRecorder:
             for key in [k for k in self._last if k[0] == namespace and k[1] == uid]:
                 del self._last[key]
 
+    def end_term(self) -> int:
+        """Leadership ended: drop every queued Event of the term; the number dropped.
+
+        The writer may be holding one item already (waiting on the rate limit); the term
+        check before its request drops that one too.
+        """
+        with self._lock:
+            self._term += 1
+        discarded = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:  # a stop request: keep it for the writer
+                self._queue.task_done()
+                self._queue.put_nowait(None)
+                break
+            discarded += 1
+            self._queue.task_done()
+        self.fenced += discarded
+        return discarded
+
     def _enqueue(self, run: Run, type_: EventType, reason: str, message: str) -> bool:
-        item = _Pending(run.namespace, run.name, run.uid, run.resource_version, type_, reason, message, self._now())
+        if not self._may_write():
+            self.fenced += 1
+            return False
+        item = _Pending(run.namespace, run.name, run.uid, run.resource_version, type_, reason, message, self._now(), self._term)
         try:
             self._queue.put_nowait(item)
         except queue.Full:
@@ -243,6 +284,13 @@ class EventRecorder:
             finally:
                 self._queue.task_done()
 
+    def _authorized(self, item: _Pending) -> bool:
+        """The gate, asked right before a request: same term, and the leader may still write."""
+        if item.term == self._term and self._may_write():
+            return True
+        self.fenced += 1
+        return False
+
     def _write(self, item: _Pending) -> None:
         self._bucket.take()
         series_key = (item.namespace, item.run_uid, item.reason, item.message)
@@ -250,6 +298,8 @@ class EventRecorder:
         if known is not None:
             name, count = known
             body = '{"count":%d,"lastTimestamp":"%s"}' % (count + 1, _time(item.at))
+            if not self._authorized(item):
+                return
             patched = self._kube.patch(EVENTS.path(item.namespace, name), body, MERGE_PATCH)
             if patched.value_or(None) is not None:
                 self._series[series_key] = (name, count + 1)
@@ -261,7 +311,10 @@ class EventRecorder:
                 return
             del self._series[series_key]  # the old Event expired: start a new series
         name = f"{item.run_name[:200]}.{time.time_ns():x}"
-        created = self._kube.create(EVENTS.path(item.namespace), self._body(item, name))
+        event = self._body(item, name)
+        if not self._authorized(item):
+            return
+        created = self._kube.create(EVENTS.path(item.namespace), event)
         if created.value_or(None) is None:
             self._failed(item, created.failure())
             return

@@ -14,6 +14,14 @@ absent; otherwise take over only when the holder is empty or the record has
 not changed for ``leaseDurationSeconds`` as measured on *our* monotonic clock
 (never comparing clocks across machines); write with the observed
 ``resourceVersion`` so two candidates cannot both win (the loser gets 409).
+
+Writing is fenced by :meth:`LeaderElector.may_write`, not by :meth:`is_leader`:
+a standby's takeover clock starts when it *reads* our renewal, which is after
+we *started* it, so while ``now < start of the last successful renewal +
+renew_deadline`` (``renew_deadline < lease_duration``) nobody can have taken
+the Lease yet, whatever our own threads believe. A process paused past that
+point (SIGSTOP, a long GC, a stalled renewal) finds the gate closed the moment
+it runs again, before its elector thread even notices it lost.
 """
 
 from __future__ import annotations
@@ -173,11 +181,20 @@ class LeaderElector:
         self._observed_at = 0.0
         self._lease: JSONObject | None = None  # the last lease object we read or wrote
         self._leading = False
+        self._renew_started: float | None = None
+        """Monotonic instant at which the last successful acquire or renew *began* (``None``: not held)."""
 
     # --- public ---
 
     def is_leader(self) -> bool:
+        """Whether this candidate believes it leads (a term is open); see :meth:`may_write` for writes."""
         return self._leading
+
+    def may_write(self) -> bool:
+        """``True`` only while no standby can have taken the Lease: leading, and less than
+        ``renew_deadline`` since the last successful renewal started (on the monotonic clock)."""
+        started = self._renew_started
+        return self._leading and started is not None and self._clock() < started + self._config.renew_deadline
 
     @property
     def observed_holder(self) -> str:
@@ -195,6 +212,9 @@ class LeaderElector:
         the workers and return). ``on_stopped_leading`` runs exactly once for each
         ``on_started_leading``, after the lease was released or lost.
         """
+        # Stepping down ends the term (the next one starts with a relist), so it waits for
+        # ``renew_deadline`` after the last renewal *ended*; writes need no such wait: the gate
+        # (``may_write``) closes on its own, counted from the renewal's start.
         last_renewal = 0.0
         while not self._stop.is_set():
             if not self._leading:
@@ -245,6 +265,7 @@ class LeaderElector:
                 log.info("creating lease %s failed: %s", self._path, created.failure())
                 return "error"
             self._remember(stored, record, tick)
+            self._renew_started = tick
             return "leading"
 
         old = LeaseRecord.of(lease)
@@ -253,6 +274,7 @@ class LeaderElector:
         self._lease = lease
         held_for = old.lease_duration_seconds if old.lease_duration_seconds > 0 else duration
         if old.holder and old.holder != mine and self._observed_at + held_for > tick:
+            self._renew_started = None
             return "held_by_other"
         if old.holder == mine:
             record = LeaseRecord(mine, duration, old.acquire_time or now, now, old.transitions)
@@ -265,6 +287,7 @@ class LeaderElector:
             log.info("writing lease %s failed: %s", self._path, error)
             return "held_by_other" if error.kind == "conflict" and old.holder != mine else "error"
         self._remember(stored, record, tick)
+        self._renew_started = tick
         return "leading"
 
     def release(self) -> bool:
@@ -279,6 +302,7 @@ class LeaderElector:
             updated = self._kube.update(self._path, self._lease_body(lease, record))
             stored = updated.value_or(None)
             if stored is not None:
+                self._renew_started = None
                 self._remember(stored, record, self._clock())
                 log.info("%s released the lease %s", self._config.identity, self._path)
                 return True
@@ -294,6 +318,7 @@ class LeaderElector:
         if release:
             self.release()
         self._leading = False
+        self._renew_started = None
         try:
             self._on_stopped()
         except Exception:

@@ -272,6 +272,7 @@ class Scheduler:
                 qps=options.event_qps,
                 burst=options.event_burst,
             ),
+            may_write=self._may_write,
         )
         self._cycle_log = (
             CycleLogWriter(options.cycle_log, max_bytes=options.cycle_log_max_bytes, backups=options.cycle_log_backups)
@@ -296,6 +297,8 @@ class Scheduler:
             for namespace in dict.fromkeys(namespaces)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
+        self._gate_retry = options.leader_election.retry_period if options.leader_election is not None else 1.0
+        """Seconds before a key refused by a closed write gate is tried again (the next renewal)."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._queue: SchedulingQueue | None = None
@@ -571,9 +574,12 @@ class Scheduler:
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
             clean = clean and not worker.is_alive()
+        if graceful and queue is not None:  # still leading: let this term's Events out before the release
+            self._events.flush(timeout=max(0.0, min(2.0, deadline - time.monotonic())))
         with self._lock:
             was_leading = self._leading or queue is not None
             self._leading = False
+        self._events.end_term()  # what is still queued belongs to a term that is over: never written
         self.ledger.reset(EMPTY_LEDGER)
         if was_leading and queue is not None:
             log.info("workers stopped", extra={"graceful": graceful, "clean": clean})
@@ -583,7 +589,7 @@ class Scheduler:
         if not self._leading:
             return False
         elector = self._elector
-        return elector is None or elector.is_leader()
+        return elector is None or elector.may_write()
 
     # --- the worker loop and the informer callback ---
 
@@ -596,7 +602,12 @@ class Scheduler:
             queue.started(key)
             try:
                 result = self._cycle.run(key)
-                queue.after_cycle(key, result.step, result.next, result.outcome)
+                after = result.next
+                if result.outcome == "not_leader" and self._leading:
+                    # the write gate closed inside the term (a renewal late or a pause the Lease
+                    # outlived): this key waits for the gate, not for the next term's activation
+                    after = RequeueAfter(self._gate_retry)
+                queue.after_cycle(key, result.step, after, result.outcome)
                 hook = self.results
                 if hook is not None:
                     hook(result)

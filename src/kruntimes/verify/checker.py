@@ -32,9 +32,15 @@ and checks the scheduler's promises (docs/reliability.md):
     only Events and the leader-election Lease. (The history does not record the
     request's precondition itself; see docs/reliability.md.)
 ``leader_only``
-    When the history holds the leader-election Lease, every scheduler write on
-    ``runs`` comes from the Lease's holder at that resourceVersion: standbys and
-    deposed leaders never write.
+    When the history holds the leader-election Lease, every scheduler write —
+    Run status writes and Event creates and patches alike, anything but the
+    Lease itself — comes from the Lease's holder at that point of the commit
+    order: standbys and deposed leaders never write (SPEC §10). "Held" is the
+    Lease as the server stored it: the ``holderIdentity`` of its latest version
+    committed before the write (empty after a release, or before the Lease
+    exists). Neither the Lease's ``renewTime`` nor any clock is consulted: the
+    server never expires a Lease, a standby takes it by writing it, and from
+    that write on the old holder's writes are violations.
 
 Scheduler writes are recognised by their User-Agent (``kruntimes-scheduler/<identity>``).
 This is a purely computational module: it imports :mod:`kruntimes.pure` only.
@@ -43,7 +49,7 @@ This is a purely computational module: it imports :mod:`kruntimes.pure` only.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final, Literal, TypeAlias
@@ -250,7 +256,8 @@ class _Replay:
         self.bound: set[tuple[str, str]] = set()
         """Runs (namespace, uid) bound by the scheduler and not reset since."""
         self.last_status_writer: dict[tuple[str, str], str] = {}
-        self.lease_seen = False
+        self.elected = False
+        """Whether the history holds the election Lease at all: then every scheduler write is judged."""
         self.lease_holder = ""
         self.last_time = 0.0
 
@@ -263,6 +270,9 @@ class _Replay:
 
     # --- records ---
 
+    def is_election_lease(self, w: Write) -> bool:
+        return w.resource.group == "coordination.k8s.io" and w.resource.plural == "leases" and w.name == self.options.lease_name
+
     def record(self, w: Write) -> None:
         self.last_time = max(self.last_time, w.time)
         group, plural = w.resource.group, w.resource.plural
@@ -270,6 +280,8 @@ class _Replay:
         if scheduler:
             self.scheduler_writes += 1
             self.writers[w.user_agent] = self.writers.get(w.user_agent, 0) + 1
+            if self.elected and not self.is_election_lease(w):
+                self.check_leader(w)
         if group == "kruntimes.io" and plural == "runs":
             self.run_record(w, scheduler)
         elif group == "" and plural == "pods":
@@ -280,8 +292,7 @@ class _Replay:
                 self.workspaces.pop(key, None)
             else:
                 self.workspaces[key] = w.object
-        elif group == "coordination.k8s.io" and plural == "leases" and w.name == self.options.lease_name:
-            self.lease_seen = True
+        elif self.is_election_lease(w):
             self.lease_holder = "" if w.event_type == "DELETED" else _text(w.object, "spec", "holderIdentity")
         if scheduler and not (group == "kruntimes.io" and plural == "runs"):
             self.checked["write_discipline"] += 1
@@ -289,6 +300,25 @@ class _Replay:
             if w.verb not in allowed:
                 what = f"{w.verb} {plural}" + (f"/{w.subresource}" if w.subresource else "") + (f".{group}" if group else "")
                 self.violate("write_discipline", w.resource_version, "", "", f"unexpected scheduler write: {what}")
+
+    def check_leader(self, w: Write) -> None:
+        """``leader_only``: the writer's identity (``<agent>/<identity>``) is the Lease holder right now."""
+        identity = w.user_agent.partition("/")[2]
+        if not identity:
+            return  # a scheduler without an identity does not elect: nothing to compare
+        self.checked["leader_only"] += 1
+        if identity == self.lease_holder:
+            return
+        plural = w.resource.plural
+        if plural == "runs":
+            run, pod = _run_label(w.namespace, w.name), _text(w.object, "status", "assignedPod")
+        else:
+            involved = _get(w.object, "involvedObject")
+            run = _run_label(_text(involved, "namespace"), _text(involved, "name")) if isinstance(involved, Mapping) and _text(involved, "kind") == "Run" else ""
+            pod = ""
+        what = f"{w.verb} {plural}" + (f"/{w.subresource}" if w.subresource else "")
+        holder = self.lease_holder or "(nobody)"
+        self.violate("leader_only", w.resource_version, run, pod, f"{what} by {identity!r} while the lease was held by {holder!r}")
 
     def pod_record(self, w: Write) -> None:
         key = (w.namespace, w.name)
@@ -360,12 +390,6 @@ class _Replay:
                 "write_discipline", rv, label, pod,
                 f"scheduler overwrote version {prev_rv} in phase {phase!r}: the write did not carry the version it planned from",
             )
-        if self.lease_seen:
-            self.checked["leader_only"] += 1
-            identity = w.user_agent.partition("/")[2]
-            if identity and identity != self.lease_holder:
-                holder = self.lease_holder or "(nobody)"
-                self.violate("leader_only", rv, label, pod, f"write by {identity!r} while the lease was held by {holder!r}")
 
     def check_bind(self, w: Write, label: str, uid: str) -> None:
         rv = w.resource_version
@@ -530,9 +554,12 @@ def _wait_forms(run: Run) -> frozenset[str]:
 
 def check_history(records: Iterable[Write], options: CheckOptions = CheckOptions()) -> Report:
     """Replay ``records`` (commit order) and check every invariant; see the module docstring."""
+    history = records if isinstance(records, Sequence) else list(records)
     replay = _Replay(options)
+    # a write made before the Lease first appears is judged too (nobody held it then)
+    replay.elected = any(replay.is_election_lease(w) for w in history)
     count = 0
-    for record in records:
+    for record in history:
         replay.record(record)
         count += 1
     if options.check_final:

@@ -1,0 +1,95 @@
+"""Events are leader writes: none is queued, or sent, once the leader could have lost its Lease (SPEC §10)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
+
+from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.leader import LeaderElector
+from tests.effects.fakes import FakeClock
+from tests.effects.test_controller_parts import FakeEvents, _run
+from tests.effects.test_leader import FakeLeases, elected
+
+
+
+def _names(kube: FakeEvents) -> list[str]:
+    return [str(cast(Mapping[str, object], c["involvedObject"])["name"]) for c in kube.created]
+
+
+def _leader(clock: FakeClock) -> LeaderElector:
+    elector = elected(FakeLeases(), clock, "a", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
+    assert elector.may_write()
+    return elector
+
+
+def _drain(recorder: EventRecorder) -> None:
+    recorder.start()
+    try:
+        assert recorder.flush(5)
+    finally:
+        recorder.stop()
+
+
+def test_a_standby_queues_no_event() -> None:
+    clock, kube = FakeClock(), FakeEvents()
+    standby = elected(FakeLeases(), clock, "b", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
+    standby._leading = False
+    recorder = EventRecorder(kube, clock=clock, may_write=standby.may_write)
+    assert not recorder.failed_scheduling(_run(), "waiting")
+    recorder.scheduled(_run("s"), "pod-0")
+    _drain(recorder)
+    assert kube.created == [] and recorder.fenced == 2
+
+
+def test_events_queued_before_the_leader_was_paused_past_its_lease_are_not_sent_when_it_resumes() -> None:
+    clock, kube = FakeClock(), FakeEvents()
+    leader = _leader(clock)
+    recorder = EventRecorder(kube, clock=clock, may_write=leader.may_write)
+    for i in range(3):
+        recorder.scheduled(_run(f"r{i}"), "pod-0")
+    clock.advance(3.5)  # SIGSTOP for 3.5 s: the writer thread runs again only now
+    _drain(recorder)
+    assert kube.created == [] and recorder.fenced == 3
+
+
+def test_events_of_an_ended_term_are_dropped_even_if_the_process_leads_again() -> None:
+    clock, kube = FakeClock(), FakeEvents()
+    leader = _leader(clock)
+    recorder = EventRecorder(kube, clock=clock, may_write=leader.may_write)
+    recorder.scheduled(_run("old-0"), "pod-0")
+    recorder.scheduled(_run("old-1"), "pod-0")
+    assert recorder.end_term() == 2
+    recorder.scheduled(_run("new"), "pod-0")  # re-elected: the gate is open again
+    _drain(recorder)
+    assert _names(kube) == ["new"]
+
+
+def test_an_event_waiting_on_the_rate_limit_is_not_sent_after_the_lease_was_lost() -> None:
+    clock, kube = FakeClock(), FakeEvents()
+    leader = _leader(clock)
+
+    def paused_while_waiting(seconds: float) -> None:
+        clock.advance(seconds + 3.5)  # the process was stopped during the rate-limit wait
+
+    recorder = EventRecorder(kube, EventSettings(qps=1.0, burst=1), clock=clock, sleep=paused_while_waiting,
+                             may_write=leader.may_write)
+    recorder.scheduled(_run("first"), "pod-0")
+    recorder.scheduled(_run("second"), "pod-0")
+    _drain(recorder)
+    assert _names(kube) == ["first"]
+    assert recorder.fenced == 1
+
+
+def test_a_repeat_patch_is_fenced_like_a_create() -> None:
+    clock, kube = FakeClock(), FakeEvents()
+    leader = _leader(clock)
+    recorder = EventRecorder(kube, EventSettings(repeat_interval=1.0), clock=clock, may_write=leader.may_write)
+    recorder.failed_scheduling(_run(), "waiting")
+    _drain(recorder)
+    clock.advance(1.0)
+    assert recorder.failed_scheduling(_run(), "waiting")  # queued while the gate is open...
+    clock.advance(1.0)  # ...and past the renew deadline before the writer gets to it
+    _drain(recorder)
+    assert len(kube.created) == 1 and kube.patched == []
+    assert recorder.fenced == 1
