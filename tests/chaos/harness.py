@@ -151,7 +151,7 @@ class Fleet:
         self._files.append(log)
         argv = [
             str(KRUNTIMES), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(self.workers),
-            "--leader-elect", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
+            "--leader-elect", "--leader-elect-resource-namespace", "default", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
             "--leader-elect-retry-period", "300ms", "--leader-elect-identity", identity,
             "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
             "--heartbeat-stale-after", f"{int(STALE_AFTER)}s", "--log-format", "json", "--log-level", "warning",
