@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from returns.pipeline import is_successful
 
 from kruntimes.cli import main as cli_main
@@ -269,7 +271,7 @@ def test_a_changed_configuration_prints_and_loads_back_unchanged() -> None:
             "workers": 9,
             "queueOrder": "namespace-fair",
             "heartbeatStaleAfter": "1m30s",
-            "leaderElection": {"leaderElect": False, "resourceName": "true", "resourceNamespace": "ops: a"},
+            "leaderElection": {"leaderElect": False, "resourceName": "true", "resourceNamespace": ".5"},
             "profiles": [
                 {
                     "schedulerName": "mine",
@@ -283,7 +285,7 @@ def test_a_changed_configuration_prints_and_loads_back_unchanged() -> None:
     )
     assert changed.registry.names == ("RuntimePodAvailability", "LeastLoaded")
     assert changed.registry.weights == (("LeastLoaded", 7),)
-    assert changed.leader_election.resource_name == "true"
+    assert (changed.leader_election.resource_name, changed.leader_election.resource_namespace) == ("true", ".5")
     assert _decoded(yaml.safe_load(format_configuration(changed))) == changed
 
 
@@ -434,3 +436,24 @@ def test_a_registry_without_a_plugin_keeps_the_others_in_order() -> None:
     assert DEFAULT_REGISTRY.without("LeastLoaded").unwrap().weights == (("PreferredRunAffinity", 1),)
     missing = DEFAULT_REGISTRY.without("Nope").failure()
     assert missing == RegistryError("UnknownPlugin", 'no plugin "Nope" is registered')
+
+
+NAMES: st.SearchStrategy[str] = st.text(st.characters(codec="utf-8"), min_size=1, max_size=20)
+"""Any string a YAML file can hold (no lone surrogates)."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=NAMES,
+    namespace=st.one_of(st.none(), NAMES),
+    profile=NAMES,
+)
+def test_any_lease_or_profile_name_prints_and_loads_back_as_itself(name: str, namespace: str | None, profile: str) -> None:
+    configuration = _decoded(
+        {
+            **HEADER,
+            "leaderElection": {"resourceName": name, **({} if namespace is None else {"resourceNamespace": namespace})},
+            "profiles": [{"schedulerName": profile}],
+        }
+    )
+    assert _decoded(yaml.safe_load(format_configuration(configuration))) == configuration

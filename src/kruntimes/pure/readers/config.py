@@ -17,7 +17,6 @@ YAML text that decodes to an equal value. This is a purely computational module.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -331,10 +330,25 @@ def _registry(result: Result[Registry, RegistryError], path: str) -> Registry:
 
 
 def _text(value: str) -> str:
-    """A YAML scalar that reads back as this exact string (JSON strings are YAML)."""
-    plain = value.replace("-", "").replace(".", "").isalnum() and not value[:1].isdigit()
+    """A YAML scalar that reads back as this exact string."""
+    # A letter first and then only [A-Za-z0-9.-]: never a number, a date, a list item or an anchor.
+    plain = value[:1].isalpha() and value.isascii() and value.replace("-", "").replace(".", "").isalnum()
     reserved = value.lower() in ("true", "false", "yes", "no", "on", "off", "null", "y", "n", "~")
-    return value if plain and not reserved else json.dumps(value)
+    return value if plain and not reserved else _quoted(value)
+
+
+def _quoted(value: str) -> str:
+    """A YAML double-quoted scalar: printable ASCII as is, everything else escaped (YAML's ``\\U``
+    takes a whole code point, where JSON's surrogate pairs would read back as two)."""
+
+    def escaped(char: str) -> str:
+        code = ord(char)
+        if 0x20 <= code < 0x7F and char not in '"\\':
+            return char
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+    return '"' + "".join(escaped(char) for char in value) + '"'
+
 
 
 def format_configuration(config: SchedulerConfiguration) -> str:
