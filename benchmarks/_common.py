@@ -139,7 +139,7 @@ def start_scheduler(kubeconfig: Path, tmp: Path, *, workers: int, namespace: str
     cmd = [
         str(VENV_BIN / "kruntimes"), "scheduler", "--kubeconfig", str(kubeconfig), "--workers", str(workers),
         "--metrics-bind-address", f"127.0.0.1:{port}", "--health-probe-bind-address", f"127.0.0.1:{port}",
-        "--log-format", "json", *extra,
+        "--log-format", "json", "--leader-elect=false", *extra,
     ]
     if namespace is not None:
         cmd += ["--namespace", namespace]

@@ -15,7 +15,8 @@ from kruntimes.effects.runner import SchedulerOptions
 def _options(*argv: str) -> SchedulerOptions:
     parser = argparse.ArgumentParser()
     command.configure(parser)
-    return command.options_from(parser.parse_args(list(argv)))
+    # A Lease namespace, as a pod has one: these tests are about the other flags.
+    return command.options_from(parser.parse_args(["--leader-elect-resource-namespace=ns", *argv]))
 
 
 @pytest.mark.parametrize("zero", ["0", "0s", "-0", "0ms"])

@@ -178,7 +178,8 @@ class Fleet:
         self._files.append(log)
         argv = [
             str(KRUNTIMES), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(self.workers),
-            "--leader-elect", "--leader-elect-lease-duration", f"{round(self.lease[0] * 1000)}ms",
+            "--leader-elect", "--leader-elect-resource-namespace", "default",
+            "--leader-elect-lease-duration", f"{round(self.lease[0] * 1000)}ms",
             "--leader-elect-renew-deadline", f"{round(self.lease[1] * 1000)}ms",
             "--leader-elect-retry-period", f"{round(self.lease[2] * 1000)}ms", "--leader-elect-identity", identity,
             "--metrics-bind-address", "0", "--health-probe-bind-address", "0",

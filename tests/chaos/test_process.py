@@ -16,7 +16,8 @@ from .harness import KRUNTIMES
 def _sigterm_after(kubeconfig: Path, delay: float) -> int:
     proc = subprocess.Popen(
         [str(KRUNTIMES), "scheduler", "--kubeconfig", str(kubeconfig), "--metrics-bind-address", "0",
-         "--health-probe-bind-address", "0", "--leader-elect", "--leader-elect-identity", "t",
+         "--health-probe-bind-address", "0", "--leader-elect", "--leader-elect-resource-namespace", "default",
+         "--leader-elect-identity", "t",
          "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms", "--leader-elect-retry-period", "300ms"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

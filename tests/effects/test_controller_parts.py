@@ -201,8 +201,8 @@ def test_bad_bind_addresses_are_refused(text: str) -> None:
         ["--event-qps", "-1"],
         ["--event-qps", "nan"],
         ["--event-burst", "0"],
-        ["--leader-elect", "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "10s"],
-        ["--kubeconfig", "/nonexistent/kubeconfig"],
+        ["--leader-elect-resource-namespace", "ns", "--leader-elect-lease-duration", "5s", "--leader-elect-renew-deadline", "10s"],
+        ["--leader-elect=false", "--kubeconfig", "/nonexistent/kubeconfig"],
     ],
 )
 def test_bad_flags_exit_2_with_a_message_and_no_traceback(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -222,9 +222,9 @@ def test_event_rate_flags_reach_the_options() -> None:
 
     parser = argparse.ArgumentParser()
     command.configure(parser)
-    options = command.options_from(parser.parse_args(["--event-qps", "0", "--event-burst", "5"]))
+    options = command.options_from(parser.parse_args(["--leader-elect=false", "--event-qps", "0", "--event-burst", "5"]))
     assert (options.event_qps, options.event_burst) == (0.0, 5)
-    defaults = command.options_from(parser.parse_args([]))
+    defaults = command.options_from(parser.parse_args(["--leader-elect=false"]))
     assert (defaults.event_qps, defaults.event_burst) == (50.0, 100)
 
 

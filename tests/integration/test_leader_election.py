@@ -37,7 +37,7 @@ class Process:
                 sys.executable, "-m", "kruntimes.cli", "scheduler",
                 "--kubeconfig", str(kubeconfig),
                 "--leader-elect",
-                "--leader-elect-namespace", "default",
+                "--leader-elect-resource-namespace", "default",
                 "--leader-elect-identity", identity,
                 "--leader-elect-lease-duration", "2s",
                 "--leader-elect-renew-deadline", "1.5s",

@@ -586,6 +586,8 @@ class _Demo:
             str(self.cycle_log),
             "--log-format",
             "text",
+            # The demo's own throwaway cluster, where no other scheduler runs: nothing to elect against.
+            "--leader-elect=false",
         ]
         with open(self.scheduler_log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)

@@ -1,8 +1,15 @@
 """`kruntimes scheduler`: run the controller against a cluster until SIGTERM/SIGINT.
 
-A thin shell: parse and check the flags (a bad flag exits 2 with a one-line
-reason, never a traceback), set up logging, connect, then hand everything to
-``effects.runner.Scheduler``. On SIGTERM or SIGINT it stops taking keys,
+A thin shell: read the ``--config`` file, if any (``pure.readers.config``), lay
+the flags over it (a flag given wins over the file's field), check the result (a
+bad flag or field exits 2 with a one-line reason, never a traceback), set up
+logging, connect, then hand everything to ``effects.runner.Scheduler``.
+
+Leader election is on unless ``--leader-elect=false`` (kube-scheduler's default):
+two schedulers that both bind would overcommit pods. The Lease's namespace is
+the flag's, else the file's, else the pod's own (``$POD_NAMESPACE``, set by the
+Deployment, or the service account's namespace file); outside a cluster there
+is no safe guess, so it must be given. On SIGTERM or SIGINT it stops taking keys,
 finishes the binds in flight, releases the lease and exits 0; a second signal
 exits at once.
 """
@@ -11,27 +18,36 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Final, TypeVar
 
+import yaml
 from returns.pipeline import is_successful
 
-from kruntimes.pure.queueing import FIFO, POLICIES
+from kruntimes.pure.queueing import POLICIES
 from kruntimes.commands import shutdown
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 from kruntimes.effects.kube import connect
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME, default_identity
+from kruntimes.effects.leader import default_identity
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions, parse_bind_address
 from kruntimes.pure.model.objects import DEFAULT_CONFIG
-from kruntimes.pure.model.times import parse_duration
+from kruntimes.pure.model.times import format_duration, parse_duration
+from kruntimes.pure.readers.config import (
+    DEFAULT_CONFIGURATION,
+    SchedulerConfiguration,
+    decode_configuration,
+    format_configuration,
+)
 
 log = logging.getLogger("kruntimes.scheduler")
 
@@ -40,33 +56,61 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 USER_AGENT_PREFIX: Final = "kruntimes-scheduler"
+POD_NAMESPACE_ENV: Final = "POD_NAMESPACE"
+POD_NAME_ENV: Final = "POD_NAME"
+DEPLOYMENT_NAMESPACE: Final = "kruntimes-system"
+"""Where deploy/ runs the scheduler, and so where its Lease lives."""
 
 _DESCRIPTION: Final = """\
 Schedule Pending Runs onto warm Runtime Pods: watch Runs, Runtime Pods and
 PersistentWorkspaces, plan each Run with the deterministic core (the same one
 `kruntimes simulate` runs), reserve capacity atomically and write the Run's
-status. Run several replicas with --leader-elect: one leads, the rest wait warm.
+status. Replicas elect a leader on a Lease (on by default): one schedules, the rest
+wait warm; --leader-elect=false only where no other scheduler can run.
 """
 
 _EPILOG: Final = """\
 examples:
-  # against the local dev cluster, text logs, metrics on a free port
+  # against the local dev cluster, alone: no election, metrics on a free port
   kruntimes dev-cluster --kubeconfig-out /tmp/dev.kubeconfig &
-  kruntimes scheduler --kubeconfig /tmp/dev.kubeconfig --metrics-bind-address 127.0.0.1:0
+  kruntimes scheduler --kubeconfig /tmp/dev.kubeconfig --leader-elect=false --metrics-bind-address 127.0.0.1:0
 
-  # in a cluster (as deploy/ runs it): two replicas, one leads
-  kruntimes scheduler --leader-elect --metrics-bind-address :8080 --health-probe-bind-address :8081
+  # in a cluster (as deploy/ runs it): two replicas, one leads (Lease in the pod's namespace)
+  kruntimes scheduler --metrics-bind-address :8080 --health-probe-bind-address :8081
+
+  # from a workstation, next to the Deployment: the same Lease, so still one leader
+  kruntimes scheduler --kubeconfig ~/.kube/config --leader-elect-resource-namespace kruntimes-system
+
+  # settings from a file (flags given as well override its fields)
+  kruntimes scheduler --print-default-config > scheduler.yaml   # every field, with its default
+  kruntimes scheduler --config scheduler.yaml --workers 8
 
   # keep every decision for offline replay
   kruntimes scheduler --cycle-log /var/log/kruntimes/cycles.jsonl
   kruntimes replay /var/log/kruntimes/cycles.jsonl
 
+a --config file (every field optional but apiVersion and kind; unknown fields are errors):
+  apiVersion: kruntimes.io/v1alpha1
+  kind: SchedulerConfiguration
+  workers: 8
+  queueOrder: namespace-fair          # or fifo
+  heartbeatStaleAfter: 30s
+  leaderElection:
+    resourceNamespace: kruntimes-system
+  profiles:
+    - schedulerName: default-scheduler
+      plugins:
+        score:
+          disabled: [{name: PreferredRunAffinity}]   # "*": every score plugin
+          enabled: [{name: LeastLoaded, weight: 3}]
+
 Durations are Go style (500ms, 15s, 1m30s). SIGTERM/SIGINT: finish in-flight binds,
-release the lease, exit 0. Exit 2: bad flags or cluster configuration.
+release the lease, exit 0. Exit 2: bad flags, a bad --config file or cluster configuration.
 """
 
 
 _Number = TypeVar("_Number", int, float)
+_Value = TypeVar("_Value")
 
 
 def _duration(text: str) -> timedelta:
@@ -110,6 +154,19 @@ _non_negative_int = _at_least(int, 0, "a whole number")
 _non_negative_float = _at_least(float, 0.0, "a number")
 
 
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def _boolean(text: str) -> bool:
+    """A bool flag's value as kube-scheduler's (Go's ``strconv.ParseBool``) reads it."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
 def _bind_address(text: str) -> str:
     try:
         parse_bind_address(text)
@@ -137,14 +194,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="schedule Runs of this namespace only; repeat for several (default: all namespaces)",
     )
 
+    # Flags that a --config file can also set default to None: "not given", so the file's value stands.
+    default = DEFAULT_CONFIGURATION
+    files = parser.add_argument_group("configuration file")
+    files.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a SchedulerConfiguration (YAML or JSON; example below); flags given as well override its fields",
+    )
+    files.add_argument(
+        "--print-default-config",
+        action="store_true",
+        help="print the configuration used when no --config and no flag is given, as a --config file, and exit",
+    )
+
     scheduling = parser.add_argument_group("scheduling")
     scheduling.add_argument(
-        "--workers", type=_positive_int, default=4, metavar="N", help="Runs planned and bound in parallel (default: 4)"
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help=f"Runs planned and bound in parallel (default: {default.workers})",
     )
     scheduling.add_argument(
         "--queue-order",
         choices=sorted(POLICIES),
-        default=FIFO.name,
         help="the order waiting Runs are served in: fifo (oldest first, across namespaces; the default) or "
         "namespace-fair (namespaces with waiting Runs take turns, oldest first within each, so a small "
         "tenant is not starved by a big one)",
@@ -152,46 +225,61 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scheduling.add_argument(
         "--heartbeat-stale-after",
         type=_stale_after,
-        default=DEFAULT_CONFIG.heartbeat_stale_after,
         metavar="DURATION",
         help="a Runtime Pod whose runtimed heartbeat is older is unavailable (default: 15s; 0 means the default)",
     )
 
-    election = parser.add_argument_group("leader election (run several replicas; one schedules)")
-    election.add_argument("--leader-elect", action="store_true", help="elect a leader on a coordination.k8s.io Lease")
+    election = parser.add_argument_group("leader election (on by default: replicas share one Lease, one schedules)")
     election.add_argument(
-        "--leader-elect-lease-name", default=DEFAULT_LEASE_NAME, metavar="NAME", help=f"(default: {DEFAULT_LEASE_NAME})"
+        "--leader-elect",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        metavar="true|false",
+        help="elect a leader on a coordination.k8s.io Lease before scheduling (default: true); "
+        "--leader-elect=false only when no other scheduler can run against the cluster",
+    )
+    lease = default.leader_election
+    election.add_argument(
+        "--leader-elect-resource-name",
+        "--leader-elect-lease-name",
+        dest="leader_elect_resource_name",
+        metavar="NAME",
+        help=f"the Lease's name (default: {lease.resource_name})",
     )
     election.add_argument(
+        "--leader-elect-resource-namespace",
         "--leader-elect-namespace",
+        dest="leader_elect_resource_namespace",
         metavar="NS",
-        help="namespace of the Lease (default: the pod's own namespace in a cluster, else default)",
+        help=f"the Lease's namespace (default in a cluster: the pod's own, from ${POD_NAMESPACE_ENV} or the service "
+        f"account; outside a cluster it must be given: {DEPLOYMENT_NAMESPACE} to contend with the Deployment)",
     )
     election.add_argument(
         "--leader-elect-lease-duration",
         type=_duration,
-        default=timedelta(seconds=15),
         metavar="DURATION",
-        help="a standby takes over this long after the leader's last renewal (default: 15s)",
+        help="a standby takes over this long after the leader's last renewal "
+        f"(default: {format_duration(lease.lease_duration)})",
     )
     election.add_argument(
         "--leader-elect-renew-deadline",
         type=_duration,
-        default=timedelta(seconds=10),
         metavar="DURATION",
-        help="the leader steps down when it could not renew for this long (default: 10s)",
+        help="the leader steps down when it could not renew for this long "
+        f"(default: {format_duration(lease.renew_deadline)})",
     )
     election.add_argument(
         "--leader-elect-retry-period",
         type=_duration,
-        default=timedelta(seconds=2),
         metavar="DURATION",
-        help="between attempts to acquire or renew (default: 2s)",
+        help=f"between attempts to acquire or renew (default: {format_duration(lease.retry_period)})",
     )
     election.add_argument(
         "--leader-elect-identity",
         metavar="ID",
-        help="this replica's holder identity (default: <hostname>_<random>); also in the User-Agent",
+        help=f"this replica's holder identity (default: ${POD_NAME_ENV}_<random>, else <hostname>_<random>); "
+        "also in the User-Agent",
     )
 
     observability = parser.add_argument_group("metrics, probes and logs")
@@ -246,34 +334,77 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _own_namespace() -> str:
+class UsageError(Exception):
+    """Flags and file that cannot run together; the message says how to fix them."""
+
+
+def _own_namespace(environ: Mapping[str, str], service_account_namespace: Path) -> str | None:
+    """The pod's namespace, or ``None`` outside a cluster."""
+    if environ.get(POD_NAMESPACE_ENV):
+        return environ[POD_NAMESPACE_ENV]
     try:
-        text = SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip()
+        text = service_account_namespace.read_text(encoding="utf-8").strip()
     except OSError:
-        return "default"
-    return text or "default"
+        return None
+    return text or None
 
 
-def options_from(args: argparse.Namespace) -> SchedulerOptions:
-    """The flags as one options value (``SchedulerOptions.problems()`` checks the combinations)."""
+def _identity(environ: Mapping[str, str]) -> str:
+    """``$POD_NAME_<random>`` in a pod (the name the Lease's holder is known by), else ``default_identity()``."""
+    pod = environ.get(POD_NAME_ENV, "")
+    return f"{pod}_{uuid.uuid4().hex[:10]}" if pod else default_identity()
+
+
+def _given(flag: _Value | None, configured: _Value) -> _Value:
+    return configured if flag is None else flag
+
+
+def options_from(
+    args: argparse.Namespace,
+    configuration: SchedulerConfiguration = DEFAULT_CONFIGURATION,
+    *,
+    environ: Mapping[str, str] | None = None,
+    service_account_namespace: Path | None = None,
+) -> SchedulerOptions:
+    """The file's settings with the flags given laid over them, as one options value.
+
+    ``SchedulerOptions.problems()`` checks the combinations; raises :class:`UsageError` when
+    leader election is on and nothing names the Lease's namespace.
+    """
+    env = os.environ if environ is None else environ
+    account = SERVICE_ACCOUNT_NAMESPACE if service_account_namespace is None else service_account_namespace
+    lease = configuration.leader_election
     election: LeaderElectionOptions | None = None
-    if args.leader_elect:
+    if _given(args.leader_elect, lease.leader_elect):
+        namespace = (
+            args.leader_elect_resource_namespace
+            or lease.resource_namespace
+            or _own_namespace(env, account)
+        )
+        if namespace is None:
+            raise UsageError(
+                "leader election needs the Lease's namespace outside a cluster: pass "
+                f"--leader-elect-resource-namespace NS ({DEPLOYMENT_NAMESPACE} shares the Deployment's Lease, so "
+                "exactly one of them schedules), set leaderElection.resourceNamespace in the --config file, "
+                f"or set ${POD_NAMESPACE_ENV}; --leader-elect=false runs without election (only when no other "
+                "scheduler can run)"
+            )
         election = LeaderElectionOptions(
-            namespace=args.leader_elect_namespace or _own_namespace(),
-            name=args.leader_elect_lease_name,
-            lease_duration=args.leader_elect_lease_duration.total_seconds(),
-            renew_deadline=args.leader_elect_renew_deadline.total_seconds(),
-            retry_period=args.leader_elect_retry_period.total_seconds(),
+            namespace=namespace,
+            name=_given(args.leader_elect_resource_name, lease.resource_name),
+            lease_duration=_given(args.leader_elect_lease_duration, lease.lease_duration).total_seconds(),
+            renew_deadline=_given(args.leader_elect_renew_deadline, lease.renew_deadline).total_seconds(),
+            retry_period=_given(args.leader_elect_retry_period, lease.retry_period).total_seconds(),
         )
     return SchedulerOptions(
         namespaces=tuple(dict.fromkeys(args.namespaces)),
-        workers=args.workers,
-        queue_order=POLICIES[args.queue_order],
+        workers=_given(args.workers, configuration.workers),
+        queue_order=POLICIES[_given(args.queue_order, configuration.queue_order)],
         leader_election=election,
-        identity=args.leader_elect_identity or default_identity(),
+        identity=args.leader_elect_identity or _identity(env),
         metrics_bind_address=args.metrics_bind_address,
         health_probe_bind_address=args.health_probe_bind_address,
-        heartbeat_stale_after=args.heartbeat_stale_after,
+        heartbeat_stale_after=_given(args.heartbeat_stale_after, configuration.heartbeat_stale_after),
         cycle_log=Path(args.cycle_log) if args.cycle_log else None,
         cycle_log_max_bytes=args.cycle_log_max_bytes,
         cycle_log_backups=args.cycle_log_backups,
@@ -282,15 +413,40 @@ def options_from(args: argparse.Namespace) -> SchedulerOptions:
     )
 
 
+def load_configuration_file(path: str) -> SchedulerConfiguration:
+    """The ``--config`` file decoded; :class:`UsageError` names the file, the field and what is wrong."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as problem:
+        raise UsageError(f"--config {path}: cannot read it: {problem}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as problem:
+        raise UsageError(f"--config {path}: not valid YAML: {' '.join(str(problem).split())}") from None
+    except RecursionError:
+        raise UsageError(f"--config {path}: nested too deeply") from None
+    decoded = decode_configuration(document)
+    if not is_successful(decoded):
+        raise UsageError(f"--config {path}: {decoded.failure()}")
+    return decoded.unwrap()
+
+
 def _usage_error(message: str) -> int:
     print(f"kruntimes scheduler: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.print_default_config:
+        sys.stdout.write(format_configuration(DEFAULT_CONFIGURATION))
+        return EXIT_OK
     log_format: LogFormat = args.log_format
     configure_logging(log_format, args.log_level)
-    options = options_from(args)
+    try:
+        configuration = load_configuration_file(args.config) if args.config else DEFAULT_CONFIGURATION
+        options = options_from(args, configuration)
+    except UsageError as problem:
+        return _usage_error(str(problem))
     problems = options.problems()
     if problems:
         return _usage_error("; ".join(problems))
@@ -298,7 +454,7 @@ def run(args: argparse.Namespace) -> int:
     if not is_successful(connected):
         return _usage_error(connected.failure().message)
     kube = connected.unwrap()
-    scheduler = Scheduler(kube, options)
+    scheduler = Scheduler(kube, options, registry=configuration.registry)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -128,6 +128,18 @@ class Registry:
             registry = result.unwrap()
         return Success(registry)
 
+    def without(self, name: str) -> Result[Registry, RegistryError]:
+        """The same registry without plugin ``name`` (a filter or a score); the others keep their order."""
+        if name not in self.names:
+            return Failure(RegistryError("UnknownPlugin", f'no plugin "{name}" is registered'))
+        return Success(
+            replace(
+                self,
+                filters=tuple(e for e in self.filters if e.name != name),
+                scores=tuple(e for e in self.scores if e.name != name),
+            )
+        )
+
     def _refuse_name(self, name: str) -> RegistryError | None:
         if name in self.names:
             return RegistryError("DuplicatePlugin", f'plugin "{name}" is already registered')
