@@ -43,7 +43,7 @@ peak backlog).
 
 ``--create-rate`` measures the dev cluster alone: Runs created as fast as it accepts with
 its simulator executing Runs; the create rate over the 1,000 creates that end at each
-given count, and the server's CPU share meanwhile.
+given count, the server's CPU share meanwhile and its CPU milliseconds per create.
 
 Prints one JSON object, then one summary line per variant. ``--plot FILE`` writes a PNG of
 the backlog and binds/s over time.
@@ -453,7 +453,9 @@ def create_rate(counts: Sequence[int], args: argparse.Namespace, tmp: Path) -> d
             lo = max(0, c - window)
             seconds = clock[c] - clock.get(lo, clock[c])
             out[str(c)] = {"creates_per_second": round((c - lo) / seconds, 1) if seconds > 0 else 0.0,
-                           "server_cpu_share": round((cpu[c] - cpu.get(lo, cpu[c])) / seconds, 2) if seconds > 0 else 0.0}
+                           "server_cpu_share": round((cpu[c] - cpu.get(lo, cpu[c])) / seconds, 2) if seconds > 0 else 0.0,
+                           # what the server spends per create, which other load on the machine does not change
+                           "server_cpu_ms_per_create": round((cpu[c] - cpu.get(lo, cpu[c])) * 1000 / max(c - lo, 1), 3)}
         return out
     finally:
         server.stop()
