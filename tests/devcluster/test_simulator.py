@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 from kubernetes import client
 
-from kruntimes.devcluster import DevCluster
-from kruntimes.devcluster.simulator import HEARTBEAT, USER_AGENT, set_condition
+from kruntimes.devcluster import DevCluster, SimulatorSettings
+from kruntimes.devcluster.simulator import HEARTBEAT, PODS, RUNS, USER_AGENT, SimulatorCounters, set_condition
+from kruntimes.devcluster.store import WriteContext
+from kruntimes.devcluster.types import ObjectKey
 
 from .helpers import GROUP, VERSION, Kube, as_obj, wait_until
 
@@ -126,3 +130,80 @@ def test_set_condition_keeps_the_transition_time_while_the_status_holds() -> Non
     flipped = set_condition(same, "Ready", "False", "t3")
     assert same[0]["lastTransitionTime"] == "t1" and same[0]["lastProbeTime"] == "t2"
     assert flipped[0]["lastTransitionTime"] == "t3"
+
+
+def _work_to_execute_one_run(pending: int) -> tuple[SimulatorCounters, SimulatorCounters]:
+    """Counters spent by two idle passes, then by executing one Run, beside ``pending`` Pending Runs."""
+    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=0.05)) as cluster:
+        sim = cluster.simulator
+        run_rd = cluster.registry.storage(RUNS)
+        assert sim is not None and run_rd is not None
+        cluster.add_runtime("python", replicas=1)
+        wait_until(lambda: (cluster.store.read(PODS, ObjectKey("default", "python-0")) or {}).get("status", {}).get("phase") == "Running", what="a running pod")
+        context = WriteContext("create", user_agent="test")
+        for i in range(pending):
+            cluster.service.create(run_rd, "default", {"metadata": {"name": f"idle-{i}"}, "spec": {"runtime": "python"}}, context)
+        job = cluster.service.create(run_rd, "default", {"metadata": {"name": "job"}, "spec": {"runtime": "python"}}, context)
+        sim.reconcile()  # take in the creates
+        start = dataclasses.replace(sim.counters)
+        sim.reconcile()
+        sim.reconcile()
+        idle = dataclasses.replace(sim.counters)
+        bind = {**job, "status": {"phase": "Scheduled", "assignedPod": "python-0"}}
+        cluster.service.update(run_rd, "default", "job", bind, WriteContext("update", "status", "test"))
+        wait_until(lambda: (cluster.store.read(RUNS, ObjectKey("default", "job")) or {}).get("status", {}).get("phase") == "Succeeded", what="the run to succeed")
+        sim.reconcile()
+        done = dataclasses.replace(sim.counters)
+
+    def spent(a: SimulatorCounters, b: SimulatorCounters) -> SimulatorCounters:
+        return SimulatorCounters(**{f.name: getattr(b, f.name) - getattr(a, f.name) for f in dataclasses.fields(SimulatorCounters)})
+
+    return spent(start, idle), spent(idle, done)
+
+
+@pytest.mark.parametrize("pending", [100, 10_000])
+def test_executing_a_run_examines_only_that_run_however_many_pending_runs_exist(pending: int) -> None:
+    idle, one_run = _work_to_execute_one_run(pending)
+    assert idle.runs_examined == 0
+    # Scheduled -> Running on its bind event, the Running event, the completion timer: three looks at one Run.
+    assert one_run.runs_examined == 3
+    assert one_run.run_events <= 4
+
+
+def test_a_run_bound_before_its_pod_is_running_is_executed_once_the_pod_runs(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_kube.create_run("early")
+    sim_kube.patch_run_status("early", {"phase": "Scheduled", "assignedPod": "python-0"})
+    sim_cluster.add_runtime("python", replicas=1)
+
+    def finished() -> bool:
+        return bool(sim_kube.run("early")["status"].get("phase") == "Succeeded")
+
+    wait_until(finished, what="the early run to succeed")
+
+
+def test_a_recreated_pod_is_running_again_and_keeps_its_heartbeat(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=1)
+    first = wait_until(lambda: _running(sim_kube, "python", 1), what="a running pod")[0]
+    sim_kube.core.delete_namespaced_pod("python-0", "default")
+
+    def replaced() -> client.V1Pod | None:
+        pods = _running(sim_kube, "python", 1)
+        return pods[0] if pods and pods[0].metadata and first.metadata and pods[0].metadata.uid != first.metadata.uid else None
+
+    pod = wait_until(replaced, what="a new python-0")
+    beat = _condition(pod, HEARTBEAT).last_probe_time
+    assert beat is not None
+
+    def advanced() -> bool:
+        later = _condition(sim_kube.core.read_namespaced_pod("python-0", "default"), HEARTBEAT).last_probe_time
+        return later is not None and later > beat
+
+    wait_until(advanced, timeout=5, what="the new pod's heartbeat to advance")
+
+
+def test_the_simulator_keeps_reconciling_after_its_watch_is_dropped(sim_kube: Kube, sim_cluster: DevCluster) -> None:
+    sim_cluster.add_runtime("python", replicas=1)
+    wait_until(lambda: _running(sim_kube, "python", 1), what="1 pod")
+    assert sim_cluster.faults.drop_watches() >= 1
+    _scale(sim_kube, "python", 2)
+    wait_until(lambda: _running(sim_kube, "python", 2), what="2 pods after the watch was dropped")

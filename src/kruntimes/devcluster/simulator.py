@@ -7,16 +7,26 @@ Running and Ready, and refreshes the ``kruntimes.io/RuntimedReady``
 heartbeat's ``lastProbeTime``. Optionally it executes Runs bound to its pods:
 Scheduled -> Running -> Succeeded after a fixed duration.
 
-It is level-triggered: any change to runtimes, pods (or runs, when executing)
-wakes one reconcile pass over the current state. Every write goes through
-:class:`ObjectService`, so it appears in watches and the write history under
-the user agent :data:`USER_AGENT`, and carries the resourceVersion it read
-(a conflict is simply retried on the next pass).
+It is edge-triggered on the store's commit feed, so a pass costs what changed,
+not what exists (a 50,000-Run backlog must not slow the API server it shares
+a process with): a committed runtime, pod or Run marks that key dirty, and a
+pass re-reads only the dirty keys from the store and acts on their *current*
+state (so a late or repeated event is harmless). Heartbeats and Run
+completions are timers in one heap. A Runtime is reconciled as a whole (its
+few pods) when it or one of its pods changes in a way that matters (phase,
+deletion, annotations, owner), never on a mere heartbeat. The first pass, and
+the one after the feed overflows, lists everything once. Every write goes
+through :class:`ObjectService`, so it appears in watches and the write
+history under the user agent :data:`USER_AGENT`, and carries the
+resourceVersion it read; a conflict means someone else committed a newer
+version, whose event marks the key dirty again, so it is retried on the next
+pass.
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 import sys
 import threading
 import time
@@ -28,9 +38,9 @@ from typing import Any, Final, ParamSpec, final
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.resources import KRUNTIMES_GROUP, ResourceDef
 from kruntimes.devcluster.service import ObjectService
-from kruntimes.devcluster.store import WriteContext
+from kruntimes.devcluster.store import Bookmark, Delivery, Subscription, WriteContext
 from kruntimes.devcluster.times import rfc3339
-from kruntimes.devcluster.types import GroupResource, Obj
+from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj
 
 _P = ParamSpec("_P")
 
@@ -86,6 +96,45 @@ def _owner_uid(pod: Obj) -> str | None:
     return None
 
 
+Key = tuple[str, str]
+"""(namespace, name)."""
+
+_RETRY: Final = 1.0
+"""Seconds before a Runtime whose reconcile failed for a reason no event will announce is tried again."""
+
+
+@final
+@dataclass(slots=True)
+class SimulatorCounters:
+    """Work done so far, for tests and benchmarks that check a pass costs O(changes)."""
+
+    passes: int = 0
+    run_events: int = 0
+    """Run events taken from the commit feed (each looked at once, without a store read)."""
+    runs_examined: int = 0
+    """Runs read from the store and acted on (dirty ones and due timers)."""
+    pods_examined: int = 0
+    runtimes_reconciled: int = 0
+
+
+def _is_active_run(obj: Obj) -> bool:
+    status = obj.get("status") or {}
+    return bool(status.get("assignedPod")) and status.get("phase") in ("Scheduled", "Running")
+
+
+def _pod_signature(pod: Obj) -> tuple[object, ...]:
+    """What a Runtime's reconcile depends on; a heartbeat changes none of it."""
+    meta = pod["metadata"]
+    return (_owner_uid(pod), pod.get("status", {}).get("phase"), meta.get("deletionTimestamp"), meta.get("annotations"))
+
+
+def _owner_name(pod: Obj) -> str | None:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Runtime" and str(ref.get("apiVersion", "")).startswith(KRUNTIMES_GROUP + "/") and ref.get("controller"):
+            return str(ref.get("name", ""))
+    return None
+
+
 @final
 class RuntimeSimulator:
     """Reconciles Runtimes into Runtime Pods on a background thread (see the module docstring)."""
@@ -97,17 +146,39 @@ class RuntimeSimulator:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_beat: dict[tuple[str, str], float] = {}
-        self._paused: set[tuple[str, str]] = set()
-        self._run_started: dict[str, float] = {}
+        self._sub: Subscription | None = None
+        self._resync = True
+        self._last_beat: dict[Key, float] = {}
+        self._paused: set[Key] = set()
+        self.counters = SimulatorCounters()
+        # what the commit feed marked, processed (re-read from the store) by the next pass
+        self._dirty_pods: set[Key] = set()
+        self._dirty_runtimes: set[Key] = set()
+        self._dirty_runs: set[Key] = set()
+        # controller-owned pods by the Runtime named in their owner reference, and what was last seen of them
+        self._owned: dict[Key, set[Key]] = {}
+        self._pod_owner: dict[Key, Key] = {}
+        self._pod_sig: dict[Key, tuple[object, ...]] = {}
+        self._ours: set[Key] = set()
+        # timers: (due on the monotonic clock, sequence, kind, key); an entry counts only while _due holds its time
+        self._timers: list[tuple[float, int, str, Key]] = []
+        self._due: dict[tuple[str, Key], float] = {}
+        self._seq = 0
+        self._run_uid: dict[Key, str] = {}
+        self._waiting: dict[Key, set[Key]] = {}
+        """Active Runs bound to a pod that is not a live simulated one (yet), by that pod."""
 
     # -- control ------------------------------------------------------------------------
+
+    def _resources(self) -> list[GroupResource]:
+        return [RUNTIMES, PODS] + ([RUNS] if self.settings.execute_runs is not None else [])
 
     def start(self) -> None:
         if self._thread is not None:
             return
-        resources = [RUNTIMES, PODS] + ([RUNS] if self.settings.execute_runs is not None else [])
-        sub = self._service.store.subscribe(resources, since=self._service.store.resource_version)
+        with self._lock:
+            self._sub = self._service.store.subscribe(self._resources(), since=self._service.store.resource_version)
+            self._resync = True
         self._stop.clear()
 
         def loop() -> None:
@@ -118,12 +189,19 @@ class RuntimeSimulator:
                     except Exception:  # keep simulating; a bug here must not silently freeze the pods
                         traceback.print_exc(file=sys.stderr)
                         wait = 1.0
-                    if sub.get(wait) is not None:
-                        sub.drain()
+                    sub = self._sub
+                    if sub is None:
+                        return
+                    item = sub.get(wait)
+                    if item is not None:
+                        with self._lock:
+                            self._note(item)
             finally:
-                self._service.store.unsubscribe(sub)
+                with self._lock:
+                    sub, self._sub = self._sub, None
+                if sub is not None:
+                    self._service.store.unsubscribe(sub)
 
-        self._sub = sub
         self._thread = threading.Thread(target=loop, name="devcluster-simulator", daemon=True)
         self._thread.start()
 
@@ -131,7 +209,9 @@ class RuntimeSimulator:
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None:
-            self._sub.close()
+            sub = self._sub
+            if sub is not None:
+                sub.close()
             thread.join()
 
     def pause_heartbeat(self, namespace: str, pod: str) -> None:
@@ -141,8 +221,82 @@ class RuntimeSimulator:
 
     def resume_heartbeat(self, namespace: str, pod: str) -> None:
         with self._lock:
-            self._paused.discard((namespace, pod))
-            self._last_beat.pop((namespace, pod), None)
+            key = (namespace, pod)
+            self._paused.discard(key)
+            self._last_beat.pop(key, None)
+            if key in self._ours:
+                self._schedule("beat", key, time.monotonic())
+
+    # -- the commit feed ----------------------------------------------------------------
+
+    def _note(self, item: Delivery | Bookmark) -> None:
+        if not isinstance(item, Delivery):
+            return
+        event = item.event
+        obj = event.object
+        meta = obj["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta["name"]))
+        if event.resource == PODS:
+            self._dirty_pods.add(key)
+        elif event.resource == RUNTIMES:
+            self._dirty_runtimes.add(key)
+        elif event.resource == RUNS:
+            self.counters.run_events += 1
+            # Only a Run bound and not finished can need us; a Pending one costs this look and nothing else.
+            if item.type != "DELETED" and _is_active_run(obj):
+                self._dirty_runs.add(key)
+
+    def _drain(self) -> None:
+        sub = self._sub
+        if sub is None:
+            self._resync = True  # not started: every pass is a full one, as a plain reconcile
+            return
+        if sub.closed and not self._stop.is_set():
+            # Cut off (fell behind, or a fault dropped the watches): events may be lost, so start over from a full listing.
+            self._service.store.unsubscribe(sub)
+            self._sub = self._service.store.subscribe(self._resources(), since=self._service.store.resource_version)
+            self._resync = True
+            return
+        for item in sub.drain():
+            self._note(item)
+
+    def _full_listing(self) -> None:
+        store = self._service.store
+        for resource, dirty in ((RUNTIMES, self._dirty_runtimes), (PODS, self._dirty_pods)):
+            objs, _ = store.list_objects(resource)
+            dirty.update((str(o["metadata"].get("namespace", "")), str(o["metadata"]["name"])) for o in objs)
+        # pods and runtimes that went away unseen
+        self._dirty_pods.update(self._pod_owner)
+        self._dirty_runtimes.update(self._owned)
+        if self.settings.execute_runs is not None:
+            runs, _ = store.list_objects(RUNS)
+            self._dirty_runs.update((str(r["metadata"]["namespace"]), str(r["metadata"]["name"])) for r in runs if _is_active_run(r))
+
+    # -- timers -------------------------------------------------------------------------
+
+    def _schedule(self, kind: str, key: Key, due: float) -> None:
+        self._due[(kind, key)] = due
+        self._seq += 1
+        heapq.heappush(self._timers, (due, self._seq, kind, key))
+
+    def _cancel(self, kind: str, key: Key) -> None:
+        self._due.pop((kind, key), None)
+
+    def _due_timers(self, now: float) -> list[tuple[str, Key]]:
+        out: list[tuple[str, Key]] = []
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            due, _, kind, key = heapq.heappop(timers)
+            if self._due.get((kind, key)) == due:
+                del self._due[(kind, key)]
+                out.append((kind, key))
+        return out
+
+    def _next_due(self, now: float) -> float:
+        timers = self._timers
+        while timers and self._due.get((timers[0][2], timers[0][3])) != timers[0][0]:
+            heapq.heappop(timers)  # superseded or cancelled
+        return timers[0][0] - now if timers else 1.0
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -150,37 +304,168 @@ class RuntimeSimulator:
         return self._service.registry.storage(resource)
 
     def reconcile(self) -> float:
-        """One level-triggered pass; returns the seconds until the next timed action is due."""
+        """One pass over what changed and what is due; returns the seconds until the next timed action."""
         with self._lock:
+            self.counters.passes += 1
             runtime_rd, pod_rd = self._rd(RUNTIMES), self._rd(PODS)
             if runtime_rd is None or pod_rd is None:
                 return 1.0
-            runtimes, _ = self._service.store.list_objects(RUNTIMES)
-            pods, _ = self._service.store.list_objects(PODS)
-            by_owner: dict[str, list[Obj]] = {}
-            for pod in pods:
-                uid = _owner_uid(pod)
-                if uid is not None:
-                    by_owner.setdefault(uid, []).append(pod)
-            live_uids = set()
-            for runtime in runtimes:
-                live_uids.add(runtime["metadata"]["uid"])
-                self._guard(self._reconcile_runtime, runtime_rd, pod_rd, runtime, by_owner.get(runtime["metadata"]["uid"], []))
-            for uid, owned in by_owner.items():
-                if uid not in live_uids:
-                    for pod in owned:
-                        self._guard(self._delete_pod, pod_rd, pod)
-            next_due = self._heartbeats(pod_rd, [p for p in pods if _owner_uid(p) in live_uids])
-            if self.settings.execute_runs is not None:
-                next_due = min(next_due, self._execute_runs(pods))
-            return max(0.05, min(next_due, 1.0))
+            self._drain()
+            if self._resync:
+                self._resync = False
+                self._full_listing()
+            pods, self._dirty_pods = self._dirty_pods, set()
+            for key in sorted(pods):
+                self._observe_pod(key)
+            runtimes, self._dirty_runtimes = self._dirty_runtimes, set()
+            for key in sorted(runtimes):
+                self._reconcile_key(runtime_rd, pod_rd, key)
+            now = time.monotonic()
+            run_rd = self._rd(RUNS)
+            for kind, key in self._due_timers(now):
+                if kind == "beat":
+                    self._heartbeat(pod_rd, key, now)
+                elif kind == "runtime":
+                    self._reconcile_key(runtime_rd, pod_rd, key)
+                elif kind == "run" and run_rd is not None:
+                    self._finish_run(run_rd, key, now)
+            if self.settings.execute_runs is not None and run_rd is not None:
+                runs, self._dirty_runs = self._dirty_runs, set()
+                for key in sorted(runs):
+                    self._start_run(run_rd, key, now)
+            return max(0.05, min(self._next_due(time.monotonic()), 1.0))
 
     @staticmethod
-    def _guard(action: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> None:
+    def _guard(action: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> bool:
         try:
             action(*args, **kwargs)
         except ApiError:
-            pass  # conflict / not found / gone namespace: the next pass sees the new state
+            return False  # conflict / not found / gone namespace: the change that caused it wakes the key again
+        return True
+
+    # -- pods and runtimes --------------------------------------------------------------
+
+    def _live_owner(self, pod: Obj) -> bool:
+        """The pod's controller Runtime exists with the uid the pod names."""
+        name, uid = _owner_name(pod), _owner_uid(pod)
+        if name is None or uid is None:
+            return False
+        runtime = self._service.store.read(RUNTIMES, ObjectKey(str(pod["metadata"]["namespace"]), name))
+        return runtime is not None and str(runtime["metadata"]["uid"]) == uid and not runtime["metadata"].get("deletionTimestamp")
+
+    def _observe_pod(self, key: Key) -> None:
+        """Index one changed pod; wake its Runtime only when something it reconciles changed."""
+        self.counters.pods_examined += 1
+        pod = self._service.store.read(PODS, ObjectKey(*key))
+        owner = (key[0], name) if pod is not None and (name := _owner_name(pod)) is not None else None
+        previous = self._pod_owner.get(key)
+        if previous is not None and previous != owner:
+            self._owned.get(previous, set()).discard(key)
+            self._dirty_runtimes.add(previous)
+        if owner is None or pod is None:
+            self._pod_owner.pop(key, None)
+            self._pod_sig.pop(key, None)
+            self._ours.discard(key)
+            self._cancel("beat", key)
+            self._last_beat.pop(key, None)
+            return
+        self._pod_owner[key] = owner
+        self._owned.setdefault(owner, set()).add(key)
+        signature = _pod_signature(pod)
+        if self._pod_sig.get(key) != signature:
+            self._pod_sig[key] = signature
+            self._dirty_runtimes.add(owner)
+        ours = pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp") and self._live_owner(pod)
+        if not ours:
+            self._ours.discard(key)
+            self._cancel("beat", key)
+            return
+        if key not in self._ours:
+            self._ours.add(key)
+            self._dirty_runs.update(self._waiting.pop(key, ()))
+        if ("beat", key) not in self._due:
+            last = self._last_beat.get(key)
+            self._schedule("beat", key, time.monotonic() if last is None else last + self._interval())
+
+    def _interval(self) -> float:
+        return max(0.05, self.settings.heartbeat_interval)
+
+    def _reconcile_key(self, runtime_rd: ResourceDef, pod_rd: ResourceDef, key: Key) -> None:
+        self.counters.runtimes_reconciled += 1
+        store = self._service.store
+        runtime = store.read(RUNTIMES, ObjectKey(*key))
+        pods = [p for k in sorted(self._owned.get(key, ())) if (p := store.read(PODS, ObjectKey(*k))) is not None]
+        uid = str(runtime["metadata"]["uid"]) if runtime is not None else None
+        ok = True
+        for pod in pods:
+            if _owner_uid(pod) != uid:
+                ok = self._guard(self._delete_pod, pod_rd, pod) and ok  # owned by a Runtime that is gone
+        if runtime is not None:
+            ok = self._guard(self._reconcile_runtime, runtime_rd, pod_rd, runtime, [p for p in pods if _owner_uid(p) == uid]) and ok
+        if not self._owned.get(key):
+            self._owned.pop(key, None)
+        if not ok:
+            self._schedule("runtime", key, time.monotonic() + _RETRY)
+
+    def _heartbeat(self, pod_rd: ResourceDef, key: Key, now: float) -> None:
+        if key not in self._ours:
+            return
+        self._schedule("beat", key, now + self._interval())
+        if key in self._paused:
+            return
+        pod = self._service.store.read(PODS, ObjectKey(*key))
+        if pod is None or pod["metadata"].get("deletionTimestamp") or pod.get("status", {}).get("phase") != "Running":
+            return
+        self._guard(self._write_pod_status, pod_rd, pod)
+        self._last_beat[key] = now
+
+    # -- Runs ---------------------------------------------------------------------------
+
+    def _active_run(self, key: Key) -> Obj | None:
+        """The Run if it is bound to a live simulated pod and not finished; parks it by its pod otherwise."""
+        self.counters.runs_examined += 1
+        run = self._service.store.read(RUNS, ObjectKey(*key))
+        if run is None or not _is_active_run(run):
+            self._cancel("run", key)
+            self._run_uid.pop(key, None)
+            return None
+        pod = (key[0], str(run["status"]["assignedPod"]))
+        if pod not in self._ours:
+            self._waiting.setdefault(pod, set()).add(key)
+            self._cancel("run", key)
+            self._run_uid.pop(key, None)
+            return None
+        return run
+
+    def _start_run(self, run_rd: ResourceDef, key: Key, now: float) -> None:
+        duration = self.settings.execute_runs
+        run = self._active_run(key)
+        if run is None or duration is None:
+            return
+        uid = str(run["metadata"]["uid"])
+        if run["status"]["phase"] == "Scheduled":
+            self._guard(self._set_run_phase, run_rd, run, "Running")
+            self._run_uid[key] = uid
+            self._schedule("run", key, now + duration)
+        elif ("run", key) not in self._due or self._run_uid.get(key) != uid:
+            # Running when we first see it (a restart, or a pod that came back): its time starts now.
+            self._run_uid[key] = uid
+            self._schedule("run", key, now + duration)
+
+    def _finish_run(self, run_rd: ResourceDef, key: Key, now: float) -> None:
+        run = self._active_run(key)
+        if run is None:
+            return
+        if str(run["metadata"]["uid"]) != self._run_uid.get(key):
+            self._start_run(run_rd, key, now)  # a new Run under the same name
+            return
+        if run["status"]["phase"] == "Scheduled":
+            self._start_run(run_rd, key, now)  # the Running write was lost to a conflict and not yet retried
+            return
+        if self._guard(self._set_run_phase, run_rd, run, "Succeeded"):
+            self._run_uid.pop(key, None)
+        else:
+            self._schedule("run", key, now + 0.05)
 
     def _context(self, verb: str, subresource: str = "") -> WriteContext:
         return WriteContext(verb, subresource, USER_AGENT)
@@ -275,53 +560,6 @@ class RuntimeSimulator:
         body = {**pod, "status": status}
         self._service.update(pod_rd, key[0], key[1], body, self._context("update", "status"))
         self._last_beat[key] = time.monotonic()
-
-    def _heartbeats(self, pod_rd: ResourceDef, pods: list[Obj]) -> float:
-        interval = max(0.05, self.settings.heartbeat_interval)
-        now = time.monotonic()
-        next_due = interval
-        for pod in pods:
-            meta = pod["metadata"]
-            key = (str(meta["namespace"]), str(meta["name"]))
-            if key in self._paused or meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") != "Running":
-                continue
-            last = self._last_beat.get(key)
-            if last is None or now - last >= interval:
-                self._guard(self._write_pod_status, pod_rd, pod)
-                self._last_beat[key] = now
-                last = now
-            next_due = min(next_due, last + interval - now)
-        return next_due
-
-    def _execute_runs(self, pods: list[Obj]) -> float:
-        duration = self.settings.execute_runs
-        run_rd = self._rd(RUNS)
-        if duration is None or run_rd is None:
-            return 1.0
-        ours = {(str(p["metadata"]["namespace"]), str(p["metadata"]["name"])) for p in pods if _owner_uid(p) is not None and p.get("status", {}).get("phase") == "Running"}
-        runs, _ = self._service.store.list_objects(RUNS)
-        now = time.monotonic()
-        next_due = 1.0
-        seen = set()
-        for run in runs:
-            meta, status = run["metadata"], run.get("status") or {}
-            uid = str(meta["uid"])
-            if (str(meta["namespace"]), str(status.get("assignedPod", ""))) not in ours:
-                continue
-            phase = status.get("phase")
-            if phase == "Scheduled":
-                self._guard(self._set_run_phase, run_rd, run, "Running")
-                self._run_started[uid] = now
-                next_due = min(next_due, duration)
-            elif phase == "Running":
-                started = self._run_started.setdefault(uid, now)
-                if now - started >= duration:
-                    self._guard(self._set_run_phase, run_rd, run, "Succeeded")
-                else:
-                    next_due = min(next_due, started + duration - now)
-            seen.add(uid)
-        self._run_started = {u: t for u, t in self._run_started.items() if u in seen}
-        return next_due
 
     def _set_run_phase(self, run_rd: ResourceDef, run: Obj, phase: str) -> None:
         now_s = rfc3339(self._clock())
