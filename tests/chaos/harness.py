@@ -72,6 +72,10 @@ FAULTS: Final = (
     "reset_retry",
 )
 """Every fault type the monkey injects (process kills are counted separately)."""
+
+MAX_FAULT_RETRIES = 10
+"""A fault that found nothing to act on (no Run Scheduled right now) is tried again this often per round:
+on a loaded machine Runs pass through Scheduled and Running quickly, and an epoch must not skip a type."""
 LOSE_RESPONSE: Final = "lose_response"
 """A ``runs/status`` PATCH the server applies and then answers by closing the connection (a lost
 response): the scheduler cannot tell it from a write that never happened. Not in :data:`FAULTS`:
@@ -413,7 +417,7 @@ class World:
                 actions[name]()
             except ApiError:
                 pass
-            if sum(self.faults.values()) == before and retries.get(name, 0) < 3:
+            if sum(self.faults.values()) == before and retries.get(name, 0) < MAX_FAULT_RETRIES:
                 # Some faults need a moment to exist (a Run that is Scheduled right now, a pod to
                 # delete): one that found nothing to act on is tried again later in the same round
                 # (at most 3 times), so a loaded machine does not make an epoch skip a fault type.

@@ -148,7 +148,7 @@ def test_a_lost_response_applies_the_status_patch_but_the_client_sees_a_broken_c
 
 def test_a_lost_response_can_be_a_503_after_the_create_was_applied(kube: Kube, cluster: DevCluster, raw_kube: RawKube) -> None:
     cluster.faults.lose_response("runs", code=503, verbs=["create"])
-    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": "r"}, "spec": {"runtime": "python"}}
+    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": "r"}, "spec": {"runtime": "python", "mode": {"task": {}}}}
     answer = raw_kube.create("/apis/kruntimes.io/v1alpha1/namespaces/default/runs", body)
     assert (answer.failure().kind, answer.failure().status) == ("server", 503)
     assert kube.run("r")["spec"]["runtime"] == "python"

@@ -142,8 +142,8 @@ def _work_to_execute_one_run(pending: int) -> tuple[SimulatorCounters, Simulator
         wait_until(lambda: (cluster.store.read(PODS, ObjectKey("default", "python-0")) or {}).get("status", {}).get("phase") == "Running", what="a running pod")
         context = WriteContext("create", user_agent="test")
         for i in range(pending):
-            cluster.service.create(run_rd, "default", {"metadata": {"name": f"idle-{i}"}, "spec": {"runtime": "python"}}, context)
-        job = cluster.service.create(run_rd, "default", {"metadata": {"name": "job"}, "spec": {"runtime": "python"}}, context)
+            cluster.service.create(run_rd, "default", {"metadata": {"name": f"idle-{i}"}, "spec": {"runtime": "python", "mode": {"task": {}}}}, context)
+        job = cluster.service.create(run_rd, "default", {"metadata": {"name": "job"}, "spec": {"runtime": "python", "mode": {"task": {}}}}, context)
         sim.reconcile()  # take in the creates
         start = dataclasses.replace(sim.counters)
         sim.reconcile()
