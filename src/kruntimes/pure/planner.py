@@ -15,7 +15,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
-from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.framework.registry import Registry
@@ -113,13 +112,13 @@ def plan_cycle(snapshot: Snapshot, registry: Registry = DEFAULT_REGISTRY) -> Res
     run = snapshot.run
     assert run is not None  # precheck answers Skip("not found") otherwise
     filtered = run_filters(run, snapshot, registry)
-    if not is_successful(filtered):
+    if not isinstance(filtered, Success):
         return Failure(filtered.failure())
     outcome = filtered.unwrap()
     if not outcome.feasible:
         return Success(Wait(wait_message(run, registry, outcome.rejections), outcome.rejections))
     scored = run_scores(run, snapshot, registry, outcome.feasible)
-    if not is_successful(scored):
+    if not isinstance(scored, Success):
         return Failure(scored.failure())
     best = scored.unwrap()
     ranking, scores = ranked_views(best.table)

@@ -322,8 +322,8 @@ def plan(
     config: SchedulerConfig,
     registry: Registry = DEFAULT_REGISTRY,
 ) -> Planned:
-    """SPEC §3.1–3.12: observe and sync the ledger, take the snapshot, plan (no reservation yet)."""
-    synced = _observed(state, ledger, key)
+    """SPEC §3.1–3.12: sync the ledger, take the snapshot, plan (no reservation yet)."""
+    synced = ledgers.sync(ledger, state, key.namespace)  # what _observed does, without its frame
     snapshot = take(state, synced, key, now, config)
     return Planned(key, synced, snapshot, plan_cycle(snapshot, registry), (state, ledger))
 
