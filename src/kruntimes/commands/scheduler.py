@@ -57,9 +57,9 @@ examples:
   # in a cluster (as deploy/ runs it): two replicas, one leads
   kruntimes scheduler --leader-elect --metrics-bind-address :8080 --health-probe-bind-address :8081
 
-  # keep every decision for offline replay
-  kruntimes scheduler --cycle-log /var/log/kruntimes/cycles.jsonl
-  kruntimes replay /var/log/kruntimes/cycles.jsonl
+  # keep every decision for offline replay (/tmp: the shipped Deployment's writable emptyDir)
+  kruntimes scheduler --cycle-log /tmp/kruntimes/cycles.jsonl
+  kruntimes replay /tmp/kruntimes/cycles.jsonl
 
 Durations are Go style (500ms, 15s, 1m30s). SIGTERM/SIGINT: finish in-flight binds,
 release the lease, exit 0. Exit 2: bad flags or cluster configuration.
@@ -229,13 +229,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
     cycles = parser.add_argument_group("cycle log (every decision, replayable with `kruntimes replay`)")
-    cycles.add_argument("--cycle-log", metavar="FILE", help="append one JSON cycle record per line (default: off)")
+    cycles.add_argument(
+        "--cycle-log",
+        metavar="FILE",
+        help="append one JSON cycle record per line, files mode 0600 (default: off); must be writable at start-up",
+    )
     cycles.add_argument(
         "--cycle-log-max-bytes",
         type=_positive_int,
         default=DEFAULT_MAX_BYTES,
         metavar="BYTES",
-        help=f"rotate the file past this size (default: {DEFAULT_MAX_BYTES}, 64 MiB)",
+        help=f"rotate the file past this size (default: {DEFAULT_MAX_BYTES}, {DEFAULT_MAX_BYTES >> 20} MiB: "
+        f"with the default backups at most {(DEFAULT_BACKUPS + 1) * DEFAULT_MAX_BYTES >> 20} MiB in all, half of "
+        "the shipped Deployment's 64 Mi /tmp emptyDir; a log past its sizeLimit gets the pod evicted)",
     )
     cycles.add_argument(
         "--cycle-log-backups",

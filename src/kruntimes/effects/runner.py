@@ -42,7 +42,7 @@ from typing import Final
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.binder import Binder
-from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter
+from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter, unwritable
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
@@ -173,6 +173,11 @@ class SchedulerOptions:
             found.append("--cycle-log-max-bytes must be positive")
         if self.cycle_log_backups < 0:
             found.append("--cycle-log-backups must not be negative")
+        if self.cycle_log is not None:
+            # Opened here (created 0600) so that an unwritable path is a usage error before start-up.
+            cannot = unwritable(self.cycle_log)
+            if cannot is not None:
+                found.append(f"--cycle-log: {cannot}")
         if self.leader_election is not None:
             election = self.leader_election
             config = LeaderElectionConfig(
