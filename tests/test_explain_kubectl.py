@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -55,7 +55,7 @@ def kube(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         for j in range(2):
             make_run(client, f"on-full-{i}-{j}", "python", status={"phase": "Running", "assignedPod": f"python-full-{i}"})
     for i in range(2):
-        make_pod(client, f"python-stale-{i}", "python", capacity="2", probed=datetime(2026, 1, 1, tzinfo=timezone.utc))
+        make_pod(client, f"python-stale-{i}", "python", capacity="2", probed=now - timedelta(hours=2 + i))
     make_run(client, "plain", "python")
     make_run(client, "huge", "python", requests={"runs": "4"})
     # runtime "node": only full pods, so the Run waits
@@ -197,7 +197,10 @@ def test_pods_with_the_same_verdict_share_a_line_and_only_the_top_ranked_are_lis
     assert ranked == [(str(i), f"python-free-{i - 1:02}") for i in range(1, 11)]
     assert "… 2 more feasible (--all-pods lists them)" in out
     assert "- 4 pods runs 2/2 RuntimePodAvailability RuntimePodUnavailable: full: runs 2/2 in use, needs 1" in out
-    assert "- 2 pods runs 0/2 RuntimePodAvailability RuntimePodUnavailable: runtimed heartbeat is stale" in out
+    # the two stale pods' last probes differ (2h and 3h ago): one line, with the range
+    stale = re.search(r"- 2 pods runs 0/2 RuntimePodAvailability RuntimePodUnavailable: runtimed heartbeat is stale: "
+                      r"last probe (\S+) ago to (\S+) ago \(stale after 3600s\)", out)
+    assert stale is not None and stale.groups() == ("2h", "3h"), out
     assert "python-full-" not in out and "python-stale-" not in out
     assert "--all-pods prints one per pod" in out
 

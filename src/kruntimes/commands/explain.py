@@ -73,6 +73,8 @@ TABLE_WIDTH: Final = 100
 DEFAULT_TOP: Final = 10
 """Ranked candidates the table shows unless ``--all-pods`` (the rest are counted in one line)."""
 AVAILABILITY_PLUGIN: Final = "RuntimePodAvailability"
+STALE_DETAIL: Final = "runtimed heartbeat is stale:"
+"""How ``availability.unavailable_detail`` begins for a stale heartbeat (its age follows)."""
 SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 LEDGER_NOTE: Final = (
@@ -521,15 +523,32 @@ def candidate_rows(exp: Explanation, *, all_pods: bool, top: int = DEFAULT_TOP) 
         return rows, False
     groups: dict[tuple[str | None, str | None, str], list[PodVerdict]] = {}
     for v in rejected:
-        groups.setdefault((v.plugin, v.reason, pod_detail(v, exp)), []).append(v)
+        detail = pod_detail(v, exp)
+        if v.plugin == AVAILABILITY_PLUGIN and detail.startswith(STALE_DETAIL):
+            detail = STALE_DETAIL  # each stale pod's age differs: group them, then show the range
+        groups.setdefault((v.plugin, v.reason, detail), []).append(v)
     grouped = False
     for (plugin, reason, detail), members in sorted(groups.items(), key=lambda item: -len(item[1])):
+        if detail == STALE_DETAIL:
+            detail = _stale_text(members, exp)
         usages = {_usage_text(m) for m in members}
         usage = usages.pop() if len(usages) == 1 else "various"
         pod = members[0].pod if len(members) == 1 else f"{len(members)} pods"
         grouped = grouped or len(members) > 1
         rows.append(("-", pod, usage, plugin or "-", f"{reason}: {detail}"))
     return rows, grouped
+
+
+def _stale_text(members: Sequence[PodVerdict], exp: Explanation) -> str:
+    """One pod's stale-heartbeat detail as given, or the range of last-probe ages of several."""
+    if len(members) == 1:
+        return pod_detail(members[0], exp)
+    now = exp.snapshot.now
+    probes = sorted((probed for m in members if (probed := m.slot.pod.heartbeat_at) is not None), reverse=True)
+    window = format_duration(exp.snapshot.config.stale_after())
+    if not probes or probes[0] == probes[-1]:
+        return pod_detail(members[0], exp)
+    return f"{STALE_DETAIL} last probe {_ago(probes[0], now)} to {_ago(probes[-1], now)} (stale after {window})"
 
 
 def _score_text(verdict: PodVerdict, weights: dict[str, int]) -> str:
