@@ -394,5 +394,7 @@ def test_an_unreachable_cluster_or_a_bad_kubeconfig_exits_2_without_a_traceback(
     garbage.write_text("clusters: [\n")
     code, _, err = explain_cli(capsys, garbage, "default/x")
     assert code == 2 and "cannot load cluster configuration" in err and "Traceback" not in err
-    code, _, err = explain_cli(capsys, garbage, "no-slash")
-    assert code == 2 and "expected NAMESPACE/RUN" in err
+    code, _, err = explain_cli(capsys, garbage, "too/many/slashes")
+    assert code == 2 and "expected RUN or NAMESPACE/RUN" in err and "Traceback" not in err
+    code, _, err = explain_cli(capsys, garbage, "-n", "other", "default/x")
+    assert code == 2 and "is not in namespace 'other'" in err

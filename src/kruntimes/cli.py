@@ -1,8 +1,13 @@
-"""The one entry point, `kruntimes`, and its subcommands.
+"""The entry point, `kruntimes`, and its subcommands; `kubectl-kruntimes` is the same as a kubectl plugin.
 
 Each subcommand lives in its own module that exposes ``configure(parser)`` and
 ``run(args) -> int``; this file only wires them together, importing each lazily
 so that ``kruntimes simulate`` never pays for the Kubernetes client.
+
+kubectl runs an executable named ``kubectl-kruntimes`` found on ``PATH`` for
+``kubectl kruntimes ARGS...`` and passes it ``ARGS`` (not kubectl's own flags,
+such as a ``-n`` before ``kruntimes``; the environment, ``KUBECONFIG`` included,
+is inherited), so ``kubectl_main`` is ``main`` under the name kubectl users type.
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, _Command]]:
+def build_parser(prog: str = "kruntimes") -> tuple[argparse.ArgumentParser, dict[str, _Command]]:
     parser = argparse.ArgumentParser(
-        prog="kruntimes",
+        prog=prog,
         description="Schedule kruntimes Runs onto warm Runtime Pods, or explore how it would.",
     )
     parser.add_argument("--version", action="version", version=f"kruntimes {__version__}")
@@ -54,18 +59,23 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, _Command]]:
     return parser, commands
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "kruntimes") -> int:
     if argv is None and sys.argv[1:2] == ["scheduler"]:
         # A SIGTERM while the subcommands import must still mean "shut down cleanly".
         from kruntimes.commands.shutdown import catch_early
 
         catch_early()
-    parser, commands = build_parser()
+    parser, commands = build_parser(prog)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     return commands[args.command].run(args)
+
+
+def kubectl_main() -> int:
+    """``kubectl kruntimes SUBCOMMAND ...``: the console script ``kubectl-kruntimes``."""
+    return main(prog="kubectl kruntimes")
 
 
 if __name__ == "__main__":

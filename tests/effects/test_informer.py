@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from returns.result import Failure, Result, Success
 
 from kruntimes.effects.atom import Atom
@@ -387,3 +389,39 @@ def test_slim_run_interns_the_strings_runs_share() -> None:
     assert isinstance(first, dict) and isinstance(second, dict)
     assert first["status"] == {"phase": "Running", "assignedPod": "p1", "assignedPodUID": "uid-pod-1"}
     assert first["status"]["assignedPodUID"] is second["status"]["assignedPodUID"]
+
+
+def _informer_logs(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "kruntimes.effects.informer"]
+
+
+def test_a_watch_cut_short_by_a_requested_relist_is_logged_once_at_debug_not_as_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    informer_box: list[Informer] = []
+
+    def on_event(old: ClusterState, new: ClusterState, ev: Event) -> None:
+        if ev.obj.name == "b":  # the relist request interrupts the stream: it ends mid-read
+            informer_box[0].request_relist()
+
+    incomplete = KubeError(ApiError("transport", 0, "", "IncompleteRead(0 bytes read)"))
+    h = harness(
+        [listing(run_json("a", "1"), rv="5"), listing(run_json("a", "1"), run_json("b", "6"), rv="9")],
+        [[event("ADDED", run_json("b", "6")), incomplete], []],
+        on_event=on_event,
+    )
+    informer_box.append(h.informer)
+    with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.informer"):
+        h.run()
+    assert len(h.kube.listed) == 2, "the interrupted watch was followed by the requested list"
+    assert _informer_logs(caplog) == [(logging.DEBUG, "watch runs interrupted for a requested relist")]
+
+
+def test_a_watch_that_fails_on_its_own_is_still_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    incomplete = KubeError(ApiError("transport", 0, "", "IncompleteRead(0 bytes read)"))
+    h = harness([listing(run_json("a", "1"), rv="5")], [[event("ADDED", run_json("b", "6")), incomplete]])
+    with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.informer"):
+        h.run()
+    logged = _informer_logs(caplog)
+    assert (logging.WARNING, "watch runs failed: transport (no response): IncompleteRead(0 bytes read)") in logged
+    assert not any("requested relist" in message for _, message in logged)

@@ -88,12 +88,15 @@ def test_explain_shows_its_detail_beside_each_pod_it_refuses() -> None:
         "draining-b": ("AvoidDraining", "PodDraining", detail),
         "c": ("RuntimePodAvailability", "RuntimePodUnavailable", "pod is not Ready"),
     }
-    printed = render_table(exp, None, None, width=200)
+    printed = render_table(exp, None, None, width=200, all_pods=True)
     rows = [line for line in printed.splitlines() if line.strip().startswith("- ")]
     draining_rows = [row for row in rows if "draining-" in row]
     assert len(draining_rows) == 2
     assert all("AvoidDraining" in row and f"PodDraining: {detail}" in row for row in draining_rows)
     assert DRAINING in printed  # "the scheduler would now" wait with the plugin's message
+    grouped = render_table(exp, None, None, width=200)  # by default the two share one line, with their count
+    (group,) = [line.split() for line in grouped.splitlines() if "AvoidDraining" in line]
+    assert group[:5] == ["-", "2", "pods", "runs", "0/2"] and " ".join(group).endswith(f"PodDraining: {detail}")
     pods = explanation_json(exp, None, "here")["pods"]
     assert isinstance(pods, list)
     shown = [(p["pod"], p["plugin"], p["reason"], p["detail"]) for p in pods if isinstance(p, dict)]

@@ -1,9 +1,18 @@
-"""`kruntimes explain NAMESPACE/RUN`: why a Run is pending (or where it went), from the live cluster.
+"""`kruntimes explain [-n NAMESPACE] RUN`: why a Run is pending (or where it went), from the live cluster.
 
 The shell around :func:`kruntimes.pure.explain.explain`: read the Run, the
 Runtime Pods of its (namespace, runtime), the Runs of its namespace and its
 workspace over the raw-JSON client, build the same ``ClusterState`` and
 ``Snapshot`` the scheduler builds, and print the plan with one verdict per pod.
+
+The namespace is ``-n``, the ``NAMESPACE/`` of ``NAMESPACE/RUN``, or else the
+kubeconfig context's namespace as kubectl picks it (in a pod: the service
+account's namespace file). Installed also as ``kubectl-kruntimes``, so
+``kubectl kruntimes explain RUN`` runs it.
+
+The table groups rejected pods with the same verdict into one line with their
+count and shows the first ranked candidates only: a fleet of hundreds of full
+pods is one line, not hundreds. ``--all-pods`` prints one line per pod.
 
 The snapshot uses an **empty ledger**: a running scheduler's in-memory
 reservations (binds written but not yet observed) are not visible from
@@ -25,10 +34,13 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Final, TypeAlias
 
 from returns.pipeline import is_successful
 from returns.result import Result
+
+import yaml
 
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect
 from kruntimes.commands._terminal import terminal_width
@@ -48,7 +60,7 @@ from kruntimes.pure.model.objects import (
     SchedulerConfig,
 )
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Rejections, Wait
-from kruntimes.pure.model.quantity import format_quantity
+from kruntimes.pure.model.quantity import Amount, format_quantity
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.model.times import format_duration, format_time, parse_duration, parse_time
 
@@ -58,6 +70,12 @@ EXIT_OK: Final = 0
 EXIT_NOT_FOUND: Final = 1
 EXIT_TROUBLE: Final = 2
 TABLE_WIDTH: Final = 100
+DEFAULT_TOP: Final = 10
+"""Ranked candidates the table shows unless ``--all-pods`` (the rest are counted in one line)."""
+AVAILABILITY_PLUGIN: Final = "RuntimePodAvailability"
+STALE_DETAIL: Final = "runtimed heartbeat is stale:"
+"""How ``availability.unavailable_detail`` begins for a stale heartbeat (its age follows)."""
+SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 LEDGER_NOTE: Final = (
     "computed with an empty ledger: reservations the running scheduler holds in memory "
@@ -65,14 +83,19 @@ LEDGER_NOTE: Final = (
 )
 
 _EPILOG: Final = """\
-  kruntimes explain default/my-run
-  kruntimes explain default/my-run -o json
-  kruntimes explain default/my-run --cycle-log /var/log/kruntimes/cycles.jsonl
+  kruntimes explain my-run                    # the kubeconfig context's namespace
+  kruntimes explain -n team-a my-run
+  kubectl kruntimes explain -n team-a my-run  # the same, as a kubectl plugin
+  kruntimes explain team-a/my-run -o json
+  kruntimes explain -n team-a my-run --all-pods
+  kruntimes explain -n team-a my-run --cycle-log cycles.jsonl
 
-For a Pending Run: its status, then every candidate Runtime Pod (namespace +
-runtime label) with the first filter that rejects it and why, or its scores and
-rank; then what the scheduler would do now. For any other Run: where it is and
-why it is not being planned. Exit 0 explained, 1 no such Run, 2 trouble.
+For a Pending Run: its status, then its candidate Runtime Pods (namespace +
+runtime label): the ranked ones first (the top 10), then the rejected ones
+grouped by verdict (the first filter that rejects them and why) with a count;
+--all-pods prints one line per pod. Then what the scheduler would do now. For
+any other Run: where it is and why it is not being planned. Exit 0 explained,
+1 no such Run, 2 trouble.
 """
 
 
@@ -86,10 +109,21 @@ class _Trouble(Exception):
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = _EPILOG
-    parser.add_argument("run", metavar="NAMESPACE/RUN", help="the Run to explain")
+    parser.add_argument("run", metavar="RUN", help="the Run to explain: NAME, or NAMESPACE/NAME")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        help="the Run's namespace (default: the kubeconfig context's namespace, else default)",
+    )
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", help="kubeconfig context (default: the current context)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="table (default) or json")
+    parser.add_argument(
+        "--all-pods",
+        action="store_true",
+        help=f"one table line per candidate pod (default: the top {DEFAULT_TOP} ranked, rejected pods "
+        "grouped by verdict); json always lists every pod",
+    )
     parser.add_argument(
         "--cycle-log",
         metavar="FILE",
@@ -229,13 +263,13 @@ def _conditions_json(conditions: tuple[Condition, ...]) -> list[Json]:
     return out
 
 
-def _verdict_json(verdict: PodVerdict) -> dict[str, Json]:
+def _verdict_json(verdict: PodVerdict, exp: Explanation) -> dict[str, Json]:
     entry: dict[str, Json] = {
         "pod": verdict.pod,
         "feasible": verdict.feasible,
         "plugin": verdict.plugin,
         "reason": verdict.reason,
-        "detail": verdict.detail,
+        "detail": pod_detail(verdict, exp),
         "usage": _amounts(verdict.slot.usage),
         "capacity": _amounts(verdict.slot.pod.capacity),
         "rank": verdict.rank,
@@ -284,7 +318,15 @@ def explanation_json(exp: Explanation, logged: _Logged | None, where: str) -> di
         "evaluated": exp.evaluated,
         "hypothetical": exp.hypothetical,
         "weights": {name: weight for name, weight in exp.weights},
-        "pods": [_verdict_json(v) for v in exp.verdicts],
+        "pods": [_verdict_json(v, exp) for v in exp.verdicts],
+        "neverFits": [
+            {
+                "resource": short.resource,
+                "requested": format_quantity(short.requested),
+                "largest": None if short.largest is None else format_quantity(short.largest),
+            }
+            for short in never_fits(exp)
+        ],
         "plan": plan_json(exp.plan),
         "lastLogged": _logged_json(logged),
     }
@@ -391,6 +433,124 @@ def _usage_text(verdict: PodVerdict) -> str:
     return ", ".join(parts) or "-"
 
 
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """A requested resource no current candidate pod has enough capacity for, even empty."""
+
+    resource: str
+    requested: Amount
+    largest: Amount | None
+    """The largest capacity any candidate pod advertises; ``None`` when none advertises it."""
+
+
+def never_fits(exp: Explanation) -> tuple[Shortfall, ...]:
+    """The resources the Run requests beyond every candidate pod's whole capacity (any state).
+
+    The plugin calls such a pod "full", which sends an operator waiting for
+    capacity to free up; it never will until a larger pod of the runtime exists.
+    """
+    snapshot = exp.snapshot
+    run = snapshot.run
+    if run is None or not exp.evaluated or run.requests_error is not None or not snapshot.pods:
+        return ()
+    found: list[Shortfall] = []
+    for name, amount in run.requests.items():
+        if amount <= 0:
+            continue
+        limits = [slot.pod.capacity[name] for slot in snapshot.pods if name in slot.pod.capacity]
+        largest = max(limits) if limits else None
+        if largest is None or amount > largest:
+            found.append(Shortfall(name, amount, largest))
+    return tuple(found)
+
+
+def never_fits_text(run: Run, shortfalls: Sequence[Shortfall]) -> str:
+    parts = [
+        f"{s.resource} {format_quantity(s.requested)}, "
+        + (f"the largest pod has {format_quantity(s.largest)}" if s.largest is not None else f"no pod advertises {s.resource}")
+        for s in shortfalls
+    ]
+    return f'no Runtime Pod of runtime "{run.runtime}" can ever hold this Run: it requests ' + "; ".join(parts)
+
+
+def pod_detail(verdict: PodVerdict, exp: Explanation) -> str:
+    """The verdict's detail, except that an available pod too small for the request says so, not "full"."""
+    run = exp.snapshot.run
+    if verdict.plugin != AVAILABILITY_PLUGIN or run is None or run.requests_error is not None:
+        return verdict.detail
+    snapshot = exp.snapshot
+    pod = verdict.slot.pod
+    if not pod.available(snapshot.now, snapshot.config.stale_after()):
+        return verdict.detail  # the first failing check is not about capacity
+    wanted = [(name, amount, pod.capacity.get(name)) for name, amount in run.requests.items() if amount > 0]
+    if not any(limit is not None and amount > limit for _, amount, limit in wanted):
+        return verdict.detail
+    parts: list[str] = []
+    for name, amount, limit in wanted:
+        if limit is None:
+            parts.append(f"does not advertise {name}")
+        elif amount > limit:
+            parts.append(f"too small: {name} capacity {format_quantity(limit)}, needs {format_quantity(amount)}")
+        else:
+            used = verdict.slot.usage.get(name, 0)
+            if used + amount > limit:
+                parts.append(
+                    f"full: {name} {format_quantity(used)}/{format_quantity(limit)} in use, "
+                    f"needs {format_quantity(amount)}"
+                )
+    return "; ".join(parts)
+
+
+def candidate_rows(exp: Explanation, *, all_pods: bool, top: int = DEFAULT_TOP) -> tuple[list[tuple[str, ...]], bool]:
+    """The candidate table's rows, header first, and whether any line stands for several pods.
+
+    Ranked (feasible) pods get a line each, the first ``top`` only; rejected pods
+    with the same filter, reason and detail share one line with their count,
+    the largest group first (ties in name order). ``all_pods``: a line per pod.
+    """
+    weights = dict(exp.weights)
+    rows: list[tuple[str, ...]] = [("RANK", "POD", "USAGE", "FILTER", "VERDICT")]
+    feasible = [v for v in exp.verdicts if v.feasible]
+    rejected = [v for v in exp.verdicts if not v.feasible]
+    shown = feasible if all_pods else feasible[:top]
+    for v in shown:
+        rows.append((str(v.rank) if v.rank is not None else "-", v.pod, _usage_text(v), "-", _score_text(v, weights)))
+    if len(shown) < len(feasible):
+        rows.append(("", f"… {len(feasible) - len(shown)} more feasible", "", "", "(--all-pods lists them)"))
+    if all_pods:
+        for v in rejected:
+            rows.append(("-", v.pod, _usage_text(v), v.plugin or "-", f"{v.reason}: {pod_detail(v, exp)}"))
+        return rows, False
+    groups: dict[tuple[str | None, str | None, str], list[PodVerdict]] = {}
+    for v in rejected:
+        detail = pod_detail(v, exp)
+        if v.plugin == AVAILABILITY_PLUGIN and detail.startswith(STALE_DETAIL):
+            detail = STALE_DETAIL  # each stale pod's age differs: group them, then show the range
+        groups.setdefault((v.plugin, v.reason, detail), []).append(v)
+    grouped = False
+    for (plugin, reason, detail), members in sorted(groups.items(), key=lambda item: -len(item[1])):
+        if detail == STALE_DETAIL:
+            detail = _stale_text(members, exp)
+        usages = {_usage_text(m) for m in members}
+        usage = usages.pop() if len(usages) == 1 else "various"
+        pod = members[0].pod if len(members) == 1 else f"{len(members)} pods"
+        grouped = grouped or len(members) > 1
+        rows.append(("-", pod, usage, plugin or "-", f"{reason}: {detail}"))
+    return rows, grouped
+
+
+def _stale_text(members: Sequence[PodVerdict], exp: Explanation) -> str:
+    """One pod's stale-heartbeat detail as given, or the range of last-probe ages of several."""
+    if len(members) == 1:
+        return pod_detail(members[0], exp)
+    now = exp.snapshot.now
+    probes = sorted((probed for m in members if (probed := m.slot.pod.heartbeat_at) is not None), reverse=True)
+    window = format_duration(exp.snapshot.config.stale_after())
+    if not probes or probes[0] == probes[-1]:
+        return pod_detail(members[0], exp)
+    return f"{STALE_DETAIL} last probe {_ago(probes[0], now)} to {_ago(probes[-1], now)} (stale after {window})"
+
+
 def _score_text(verdict: PodVerdict, weights: dict[str, int]) -> str:
     score = verdict.score
     if score is None:
@@ -430,7 +590,14 @@ def _table(rows: Sequence[tuple[str, ...]], caps: Sequence[int], width: int, ind
             yield (indent + "  ".join(parts + [tail])).rstrip()
 
 
-def render_table(exp: Explanation, logged: _Logged | None, cycle_log: str | None, width: int = TABLE_WIDTH) -> str:
+def render_table(
+    exp: Explanation,
+    logged: _Logged | None,
+    cycle_log: str | None,
+    width: int = TABLE_WIDTH,
+    *,
+    all_pods: bool = False,
+) -> str:
     snapshot = exp.snapshot
     run = snapshot.run
     assert run is not None
@@ -467,6 +634,10 @@ def render_table(exp: Explanation, logged: _Logged | None, cycle_log: str | None
     out.append("")
     out.extend(_para("Where: ", f"{where_text(exp)}.", width))
     out.append("")
+    shortfalls = never_fits(exp)
+    if shortfalls and status.pending:
+        out.extend(_para("Never fits: ", f"{never_fits_text(run, shortfalls)}.", width))
+        out.append("")
 
     if exp.evaluated:
         stale = format_duration(snapshot.config.stale_after())
@@ -477,15 +648,10 @@ def render_table(exp: Explanation, logged: _Logged | None, cycle_log: str | None
             + ":"
         )
         if exp.verdicts:
-            weights = dict(exp.weights)
-            rows = [("RANK", "POD", "USAGE", "FILTER", "VERDICT")]
-            for v in exp.verdicts:
-                if v.feasible:
-                    rank = str(v.rank) if v.rank is not None else "-"
-                    rows.append((rank, v.pod, _usage_text(v), "-", _score_text(v, weights)))
-                else:
-                    rows.append(("-", v.pod, _usage_text(v), v.plugin or "-", f"{v.reason}: {v.detail}"))
+            rows, grouped = candidate_rows(exp, all_pods=all_pods)
             out.extend(_table(rows, (4, 30, 16, 22), width))
+            if grouped:
+                out.append("  (rejected pods with the same verdict share a line; --all-pods prints one per pod)")
         else:
             out.append(f"  (none: no pod in {run.namespace} is labelled {RUNTIME_LABEL}={run.runtime})")
         if exp.error is not None:
@@ -523,10 +689,80 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _run_key(text: str, namespace: str | None, kubeconfig: str | None, context: str | None) -> RunKey:
+    """``RUN`` or ``NAMESPACE/RUN``, in ``-n``'s namespace or else the context's (as kubectl picks it)."""
+    if namespace is not None and (not namespace or "/" in namespace):
+        raise _Trouble(f"-n/--namespace: not a namespace name: {namespace!r}")
+    if "/" in text:
+        key = RunKey.parse(text)
+        if key is None:
+            raise _Trouble(f"expected RUN or NAMESPACE/RUN (e.g. my-run, default/my-run), not {text!r}")
+        if namespace is not None and namespace != key.namespace:
+            raise _Trouble(f"the Run {text!r} is not in namespace {namespace!r} (-n): name it once")
+        return key
+    if not text:
+        raise _Trouble("expected RUN or NAMESPACE/RUN (e.g. my-run, default/my-run), not an empty name")
+    return RunKey(namespace if namespace is not None else default_namespace(kubeconfig, context), text)
+
+
+def default_namespace(
+    kubeconfig: str | None,
+    context: str | None,
+    *,
+    environ: dict[str, str] | None = None,
+    home: Path | None = None,
+    service_account_namespace: Path = SERVICE_ACCOUNT_NAMESPACE,
+) -> str:
+    """The namespace kubectl would use: the chosen context's ``namespace``, else ``default``.
+
+    The files are found as ``effects.kube.load_configuration`` finds them
+    (``--kubeconfig``, then ``$KUBECONFIG``, a ``:``-separated list, then
+    ``~/.kube/config``, then in-cluster), and merged as kubectl merges them:
+    the first file to set ``current-context``, or to define a context of that
+    name, wins. In a pod without a kubeconfig it is the pod's own namespace
+    (``$POD_NAMESPACE``, then the service account's namespace file), as
+    client-go's in-cluster config answers. A kubeconfig that cannot be read
+    gives ``default`` here: connecting reports the problem.
+    """
+    env = dict(os.environ) if environ is None else environ
+    if kubeconfig:
+        files = [kubeconfig]
+    elif env.get("KUBECONFIG"):
+        files = [part for part in env["KUBECONFIG"].split(os.pathsep) if part]
+    else:
+        default = (home if home is not None else Path.home()) / ".kube" / "config"
+        files = [str(default)] if default.exists() else []
+    if not files:
+        if "KUBERNETES_SERVICE_HOST" in env:
+            if env.get("POD_NAMESPACE"):
+                return env["POD_NAMESPACE"]
+            try:
+                return service_account_namespace.read_text(encoding="utf-8").strip() or "default"
+            except OSError:
+                return "default"
+        return "default"
+    docs: list[dict[object, object]] = []
+    for name in files:
+        try:
+            with open(name, encoding="utf-8") as handle:
+                doc = yaml.safe_load(handle)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    chosen = context or next((str(d["current-context"]) for d in docs if d.get("current-context")), "")
+    for doc in docs:
+        contexts = doc.get("contexts")
+        for entry in contexts if isinstance(contexts, list) else ():
+            if isinstance(entry, dict) and entry.get("name") == chosen:
+                body = entry.get("context")
+                found = body.get("namespace") if isinstance(body, dict) else None
+                return found if isinstance(found, str) and found else "default"
+    return "default"
+
+
 def _options(args: argparse.Namespace) -> tuple[RunKey, datetime, SchedulerConfig]:
-    key = RunKey.parse(args.run)
-    if key is None:
-        raise _Trouble(f"expected NAMESPACE/RUN (e.g. default/my-run), not {args.run!r}")
+    key = _run_key(args.run, args.namespace, args.kubeconfig, args.context)
     now = datetime.now(timezone.utc)
     if args.now is not None:
         parsed = parse_time(args.now)
@@ -578,7 +814,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         output = json.dumps(explanation_json(exp, logged, where_text(exp)), indent=2, ensure_ascii=False) + "\n"
     else:
-        output = render_table(exp, logged, args.cycle_log, terminal_width(sys.stdout, TABLE_WIDTH))
+        output = render_table(exp, logged, args.cycle_log, terminal_width(sys.stdout, TABLE_WIDTH), all_pods=args.all_pods)
     try:
         sys.stdout.write(output)
         sys.stdout.flush()

@@ -85,9 +85,9 @@ examples:
   kruntimes scheduler --print-default-config > scheduler.yaml   # every field, with its default
   kruntimes scheduler --config scheduler.yaml --workers 8
 
-  # keep every decision for offline replay
-  kruntimes scheduler --cycle-log /var/log/kruntimes/cycles.jsonl
-  kruntimes replay /var/log/kruntimes/cycles.jsonl
+  # keep every decision for offline replay (/tmp: the shipped Deployment's writable emptyDir)
+  kruntimes scheduler --cycle-log /tmp/kruntimes/cycles.jsonl
+  kruntimes replay /tmp/kruntimes/cycles.jsonl
 
 a --config file (every field optional but apiVersion and kind; unknown fields are errors):
   apiVersion: kruntimes.io/v1alpha1
@@ -317,13 +317,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
     cycles = parser.add_argument_group("cycle log (every decision, replayable with `kruntimes replay`)")
-    cycles.add_argument("--cycle-log", metavar="FILE", help="append one JSON cycle record per line (default: off)")
+    cycles.add_argument(
+        "--cycle-log",
+        metavar="FILE",
+        help="append one JSON cycle record per line, files mode 0600 (default: off); must be writable at start-up",
+    )
     cycles.add_argument(
         "--cycle-log-max-bytes",
         type=_positive_int,
         default=DEFAULT_MAX_BYTES,
         metavar="BYTES",
-        help=f"rotate the file past this size (default: {DEFAULT_MAX_BYTES}, 64 MiB)",
+        help=f"rotate the file past this size (default: {DEFAULT_MAX_BYTES}, {DEFAULT_MAX_BYTES >> 20} MiB: "
+        f"with the default backups at most {(DEFAULT_BACKUPS + 1) * DEFAULT_MAX_BYTES >> 20} MiB in all, half of "
+        "the shipped Deployment's 64 Mi /tmp emptyDir; a log past its sizeLimit gets the pod evicted)",
     )
     cycles.add_argument(
         "--cycle-log-backups",

@@ -14,6 +14,16 @@ holds), (2) write errors go to ``logging``'s ``handleError`` (a traceback on std
 per line) rather than to the caller, who must count and rate-limit them, and
 (3) it wants ``LogRecord``s; the whole writer is a few lines of its own.
 A single line longer than ``max_bytes`` is still written whole (a file of one line).
+
+The log holds Run labels, affinity and pod names: every file it creates (the
+log, and the new file after a rotation; backups are the same files renamed)
+is created mode 0600, whatever the umask. A file that already exists keeps its
+mode (an operator may have widened it on purpose).
+
+The defaults bound the log at (3 + 1) × 8 MiB = 32 MiB: half of the 64 Mi
+emptyDir the shipped Deployment mounts at ``/tmp`` (its root filesystem is
+read-only), leaving the other half to the rest of ``/tmp``. A log that outgrew
+the emptyDir's ``sizeLimit`` would get the pod evicted.
 """
 
 from __future__ import annotations
@@ -28,8 +38,54 @@ from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+DEFAULT_MAX_BYTES: Final = 8 * 1024 * 1024
 DEFAULT_BACKUPS: Final = 3
+FILE_MODE: Final = 0o600
+
+
+def _create_or_append(path: Path, *, truncate: bool = False) -> TextIO:
+    """Open ``path`` for appending (or truncated); a file this creates is mode 0600 exactly."""
+    flags = os.O_WRONLY | (os.O_TRUNC if truncate else os.O_APPEND) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        descriptor = os.open(path, flags)
+    else:
+        try:
+            os.fchmod(descriptor, FILE_MODE)  # the umask may have narrowed it further (0400 is unwritable)
+        except OSError:
+            os.close(descriptor)
+            raise
+    return open(descriptor, "a", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
+
+
+def unwritable(path: str | Path) -> str | None:
+    """Why the cycle log cannot be written at ``path``, in one line; ``None`` when it can.
+
+    Checked at start-up, before the replica campaigns or leads, by doing what
+    the writer will do (create the directory, open the file for appending,
+    creating it mode 0600): a read-only root filesystem, a missing permission
+    or a file in the way is an operator's mistake to report at once, in words,
+    rather than a traceback.
+    """
+    target = Path(path)
+    if target.is_dir():
+        return f"cannot write {target}: it is a directory"
+    parent = target.parent
+    ancestor = parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"cannot create the directory {parent}: {ancestor} is a file"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as problem:
+        return f"cannot create the directory {parent}: {problem.strerror or problem}"
+    try:
+        _create_or_append(target).close()
+    except OSError as problem:
+        return f"cannot write {target}: {problem.strerror or problem}"
+    return None
 
 
 class CycleLogWriter:
@@ -54,7 +110,7 @@ class CycleLogWriter:
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self._file = _create_or_append(self.path)  # closed by close()
         self._size = self._file.tell()
 
     def write(self, record: CycleRecord) -> None:
@@ -92,9 +148,9 @@ class CycleLogWriter:
                 if source.exists():
                     os.replace(source, self._backup(index + 1))
             os.replace(self.path, self._backup(1))
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            self._file = _create_or_append(self.path)
         else:
-            self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            self._file = _create_or_append(self.path, truncate=True)
         self._size = 0
 
     def _backup(self, index: int) -> Path:

@@ -24,6 +24,9 @@ interrupted, a back-off sleep ends) and returns a ticket; ``wait_relisted(ticket
 returns once a list *started after the request* has been applied. A list is a
 consistent read, so after it the state holds every write the server committed
 before the request — what a new leader needs before it plans (runner.py).
+The watch ends mid-read when interrupted (an ``IncompleteRead``): that one was
+asked for, so it is logged once at debug level, not as a failed watch; any other
+failure of a watch stays a warning.
 
 Stopping: ``stop()`` ends the loop at once: it interrupts the open watch (a
 stream that can be interrupted, ``kube.WatchStream``, shuts its socket down so a
@@ -412,6 +415,10 @@ class Informer:
         except KubeError as problem:
             if self._stop.is_set():
                 return "stopped"
+            if self._relist_wanted():
+                # request_relist interrupted this stream; the loop lists next, as asked
+                log.debug("watch %s interrupted for a requested relist", self.kind)
+                return "ended"
             if problem.error.kind == "gone":
                 log.info("watch %s: resourceVersion %s expired; relisting", self.kind, self._version)
                 return "gone"

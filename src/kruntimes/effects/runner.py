@@ -42,7 +42,7 @@ from typing import Final
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.binder import Binder
-from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter
+from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter, unwritable
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
@@ -173,6 +173,11 @@ class SchedulerOptions:
             found.append("--cycle-log-max-bytes must be positive")
         if self.cycle_log_backups < 0:
             found.append("--cycle-log-backups must not be negative")
+        if self.cycle_log is not None:
+            # Opened here (created 0600) so that an unwritable path is a usage error before start-up.
+            cannot = unwritable(self.cycle_log)
+            if cannot is not None:
+                found.append(f"--cycle-log: {cannot}")
         if self.leader_election is not None:
             election = self.leader_election
             config = LeaderElectionConfig(
@@ -478,6 +483,7 @@ class Scheduler:
             renew_deadline=election.renew_deadline,
             retry_period=election.retry_period,
         )
+        threading.Thread(target=self._report_standby, args=(election.retry_period,), name="standby", daemon=True).start()
         while not self._stopping.is_set():
             elector = LeaderElector(self._kube, config, self._start_leading, self._lost_leadership)
             with self._lock:
@@ -645,3 +651,25 @@ class Scheduler:
             return
         queue.on_event(old, new, event, released)
         queue.activate(workspace_wakeups(old, new, event))
+
+    # --- the standby's log line ---
+
+    def _report_standby(self, interval: float) -> None:
+        """Log once that this replica stands by, and for whom; again only when the holder changes.
+
+        The elector's thread blocks in ``run()``; this one reads what it last
+        observed at its own retry period. A term of our own resets it, so a
+        replica that lost the lease says again whom it now stands by for.
+        """
+        reported = ""
+        while not self._stopping.wait(interval):
+            elector = self._elector
+            if elector is None:
+                continue
+            if self._leading or elector.is_leader():
+                reported = ""
+                continue
+            holder = elector.observed_holder
+            if holder and holder != self._options.identity and holder != reported:
+                reported = holder
+                log.info("standing by", extra={"identity": self._options.identity, "holder": holder})
