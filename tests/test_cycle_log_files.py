@@ -22,7 +22,7 @@ from tests.deploy.manifests import DEPLOY, load_one
 def scheduler(*args: str) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
     return subprocess.run(
-        [sys.executable, "-m", "kruntimes.cli", "scheduler", *args],
+        [sys.executable, "-m", "kruntimes.cli", "scheduler", "--leader-elect=false", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -88,7 +88,7 @@ def test_the_start_up_check_creates_the_cycle_log_mode_0600(tmp_path: Path, no_u
     path = tmp_path / "new" / "cycles.jsonl"
     parser = argparse.ArgumentParser()
     command.configure(parser)
-    assert command.options_from(parser.parse_args(["--cycle-log", str(path)])).problems() == ()
+    assert command.options_from(parser.parse_args(["--leader-elect=false", "--cycle-log", str(path)])).problems() == ()
     assert mode(path) == 0o600
 
 

@@ -90,7 +90,7 @@ def make_pod(kube: Kube, name: str, runtime: str, *, capacity: str, probed: date
 def make_run(
     kube: Kube, name: str, runtime: str, *, requests: dict[str, str] | None = None, status: JSONObject | None = None
 ) -> None:
-    spec: JSONObject = {"runtime": runtime}
+    spec: JSONObject = {"runtime": runtime, "mode": {"task": {}}}
     if requests is not None:
         spec["resources"] = {"requests": dict(requests)}
     body: JSONObject = {

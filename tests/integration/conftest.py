@@ -77,6 +77,10 @@ def _factory(cluster: DevCluster, tmp_path: Path) -> Iterator[SchedulerFactory]:
         scheduler.start()
         started.append((scheduler, client))
         assert scheduler.wait_ready(10), "scheduler did not become ready"
+        if options.leader_election is None:
+            # leading with its queue open: a Run created from now on is planned by its own event
+            # (a new leader's backlog is planned only as slots free)
+            assert scheduler.wait_leading(10), "scheduler did not start leading"
         return scheduler
 
     yield start
