@@ -214,7 +214,7 @@ def run_body(namespace: str, name: str, runtime: str = "python", labels: Mapping
             "apiVersion": "kruntimes.io/v1alpha1",
             "kind": "Run",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {"app": "bench"})},
-            "spec": {"runtime": runtime, "resources": {"requests": {"runs": "1"}}},
+            "spec": {"runtime": runtime, "mode": {"task": {}}, "resources": {"requests": {"runs": "1"}}},
         },
         separators=(",", ":"),
     ).encode()

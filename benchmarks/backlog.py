@@ -148,7 +148,7 @@ def fair_variant(scale: float) -> Variant:
 
 def run_body(namespace: str, name: str, *, cohort: bool = False, slots: int = 1) -> bytes:
     labels = {"app": "backlog"} | ({"cohort": "c0"} if cohort else {})
-    spec: dict[str, Any] = {"runtime": "python", "resources": {"requests": {"runs": str(slots)}}}
+    spec: dict[str, Any] = {"runtime": "python", "mode": {"task": {}}, "resources": {"requests": {"runs": str(slots)}}}
     if cohort:
         spec["affinity"] = {"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"topologyKey": "kruntimes.io/runtime-pod", "labelSelector": {"matchLabels": {"cohort": "c0"}}}]}}
