@@ -63,11 +63,11 @@ def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
                 base, allowed = sample.name, COUNTERS[sample.name]
             elif base_name(sample.name) in OPERATOR_LABELS or sample.name in OPERATOR_LABELS:
                 known = sample.name if sample.name in OPERATOR_LABELS else base_name(sample.name)
-                allowed = OPERATOR_LABELS[known]
+                expected = OPERATOR_LABELS[known]
                 operator.add(known)
                 labels = {k: v for k, v in sample.labels.items() if k != "le"}
-                assert set(labels) == set(allowed), (sample.name, labels)
-                assert all(value in allowed[key] for key, value in labels.items()), (sample.name, labels)
+                assert set(labels) == set(expected), (sample.name, labels)
+                assert all(value in expected[key] for key, value in labels.items()), (sample.name, labels)
                 continue
             else:
                 base = next((h for h in HISTOGRAMS if sample.name in (f"{h}_bucket", f"{h}_count", f"{h}_sum")), "")
