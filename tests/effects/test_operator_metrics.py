@@ -16,6 +16,7 @@ from kruntimes.effects.metrics import SchedulerMetrics, code_class, package_vers
 from tests.effects.fakes import FakeClock
 from tests.effects.stubserver import Reply, Running, StubServer, running
 from tests.effects.test_controller_parts import _run
+from tests.effects.test_informer import bookmark, error, harness, listing, run_json
 from tests.effects.test_scheduling_queue import backlog
 
 FORBIDDEN = ApiError("forbidden", 403, "Forbidden", "events is forbidden")
@@ -175,3 +176,17 @@ def test_process_and_gc_metrics_are_on_the_schedulers_own_registry() -> None:
     assert (metrics.value("process_resident_memory_bytes") or 0) > 0
     assert metrics.value("process_cpu_seconds_total") is not None
     assert metrics.value("python_gc_collections_total", {"generation": "0"}) is not None
+
+
+def test_informer_relists_and_watch_restarts_are_counted_by_kind() -> None:
+    h = harness(
+        [listing(run_json("a", "1"), rv="5"), listing(run_json("a", "7"), rv="9")],
+        [[bookmark("6")], [error("gone", 410)]],
+    )
+    h.run()
+    metrics = SchedulerMetrics()
+    metrics.watch_informers([h.informer])
+    assert metrics.value("kruntimes_scheduler_informer_relists_total", {"kind": "runs"}) == 1
+    # the watch that ended, the one answered 410, and the last one the script ends
+    assert metrics.value("kruntimes_scheduler_informer_watch_restarts_total", {"kind": "runs"}) == h.informer.watch_restarts == 3
+    assert metrics.value("kruntimes_scheduler_informer_relists_total", {"kind": "pods"}) == 0
