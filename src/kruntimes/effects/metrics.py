@@ -9,6 +9,13 @@ pairs the scheduler's plugin registry declares (each filter's ``name`` and
 front so a scrape shows all series at zero before the first event, and no
 runtime, Run, pod, namespace, selector or resource name can ever become a label.
 
+Beyond SPEC §9, the operator metrics (docs/operations.md, "Metrics and alerts"): the work
+queue under client-go's ``workqueue_*`` names, parked Runs by reason, leadership, cycle
+outcomes, API requests by method and status class, Event writes by result, informer relists
+and watch restarts, the process and its GC, and the build. What other objects already count
+(the recorder's Event tallies, the informers' relists, the queue's depth) is read at scrape
+time rather than mirrored on every change.
+
 ``serve`` runs a small stdlib ``ThreadingHTTPServer`` exposing exactly
 ``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404.
 """
