@@ -29,6 +29,27 @@ SPEC_METRICS = {
 }
 
 
+OPERATOR_METRICS = {
+    "workqueue_adds": ("counter", {("name",)}),
+    "workqueue_retries": ("counter", {("name",)}),
+    "workqueue_depth": ("gauge", {("name",)}),
+    "workqueue_queue_duration_seconds": ("histogram", {("name",)}),
+    "workqueue_work_duration_seconds": ("histogram", {("name",)}),
+    "kruntimes_scheduler_waiting_runs": ("gauge", {("reason",)}),
+    "kruntimes_scheduler_leader": ("gauge", {()}),
+    "kruntimes_scheduler_cycle_outcomes": ("counter", {("outcome",)}),
+    "kruntimes_scheduler_api_requests": ("counter", {("code", "verb")}),
+    "kruntimes_scheduler_api_request_duration_seconds": ("histogram", {("verb",)}),
+    "kruntimes_scheduler_event_writes": ("counter", {("result",)}),
+    "kruntimes_scheduler_informer_relists": ("counter", {("kind",)}),
+    "kruntimes_scheduler_informer_watch_restarts": ("counter", {("kind",)}),
+    "kruntimes_build_info": ("gauge", {("version",)}),
+}
+"""What operators alert on beyond SPEC §9 (docs/operations.md, "Metrics and alerts")."""
+RUNTIME_PREFIXES = ("process_", "python_")
+"""prometheus-client's process, platform and GC collectors, on the scheduler's registry."""
+
+
 def scrape_text(metrics: SchedulerMetrics) -> str:
     from prometheus_client import generate_latest
 
@@ -37,13 +58,26 @@ def scrape_text(metrics: SchedulerMetrics) -> str:
 
 def test_every_spec_metric_is_exposed_with_its_type_and_labels() -> None:
     families = {f.name: f for f in text_string_to_metric_families(scrape_text(SchedulerMetrics()))}
-    assert set(families) == set(SPEC_METRICS)
+    ours = {name for name in families if not name.startswith(RUNTIME_PREFIXES)}
+    assert ours == set(SPEC_METRICS) | set(OPERATOR_METRICS)
+    assert {"process_resident_memory_bytes", "process_cpu_seconds", "python_gc_collections"} <= set(families)
     for name, (kind, label_sets) in SPEC_METRICS.items():
         family = families[name]
         assert family.type == kind
         if kind == "counter":
             totals = [s for s in family.samples if s.name.endswith("_total")]
             assert {tuple(sorted(s.labels)) for s in totals} == label_sets
+
+
+def test_every_operator_metric_is_exposed_with_its_type_and_labels() -> None:
+    families = {f.name: f for f in text_string_to_metric_families(scrape_text(SchedulerMetrics()))}
+    for name, (kind, label_sets) in OPERATOR_METRICS.items():
+        family = families[name]
+        assert family.type == kind, name
+        sample_name = name + {"counter": "_total", "histogram": "_count"}.get(kind, "")
+        samples = [s for s in family.samples if s.name == sample_name]
+        assert samples, name
+        assert {tuple(sorted(k for k in s.labels if k != "le")) for s in samples} == label_sets, name
 
 
 def test_closed_label_values_are_pre_initialised_at_zero() -> None:

@@ -11,6 +11,8 @@ from kruntimes.devcluster import DevCluster
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.kube import Kube
 
+from tests.operator_metrics import OPERATOR_LABELS, RUNTIME_PREFIXES, base_name
+
 from .conftest import SchedulerFactory
 from .helpers import ready_pods, assigned, create_run, http_get, wait_until, waiting
 
@@ -52,10 +54,21 @@ def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
     status, text = http_get(f"{sched.metrics_url}/metrics")
     assert status == 200
     seen: set[str] = set()
+    operator: set[str] = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            if sample.name.startswith(RUNTIME_PREFIXES):
+                continue
             if sample.name in COUNTERS:
                 base, allowed = sample.name, COUNTERS[sample.name]
+            elif base_name(sample.name) in OPERATOR_LABELS or sample.name in OPERATOR_LABELS:
+                known = sample.name if sample.name in OPERATOR_LABELS else base_name(sample.name)
+                expected = OPERATOR_LABELS[known]
+                operator.add(known)
+                labels = {k: v for k, v in sample.labels.items() if k != "le"}
+                assert set(labels) == set(expected), (sample.name, labels)
+                assert all(value in expected[key] for key, value in labels.items()), (sample.name, labels)
+                continue
             else:
                 base = next((h for h in HISTOGRAMS if sample.name in (f"{h}_bucket", f"{h}_count", f"{h}_sum")), "")
                 assert base, f"unexpected series {sample.name}"
@@ -66,8 +79,12 @@ def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
             for key, value in labels.items():
                 assert value in allowed[key], (sample.name, key, value)
     assert seen == set(COUNTERS) | set(HISTOGRAMS)
+    assert operator == set(OPERATOR_LABELS)
+    ours = "\n".join(line for line in text.splitlines() if not line.startswith(("# HELP", "# TYPE")) and not line.startswith(RUNTIME_PREFIXES))
     for forbidden in ("python", "m-1", "m-2", "secret-team", "default"):
-        assert forbidden not in text.replace("# HELP", "")
+        assert forbidden not in ours
+    runtime_values = {v for f in text_string_to_metric_families(text) if f.name.startswith(RUNTIME_PREFIXES) for s in f.samples for v in s.labels.values()}
+    assert not runtime_values & {"m-1", "m-2", "secret-team", "default"}
     assert sched.metrics.value("kruntimes_scheduler_sync_total", {"result": "scheduled"}) == 1
 
 

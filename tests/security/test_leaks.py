@@ -16,6 +16,8 @@ from kruntimes.devcluster.resources import permissive
 from kruntimes.devcluster.types import GroupResource
 from kruntimes.pure.model import messages
 
+from tests.operator_metrics import OPERATOR_LABELS
+
 from .support import PODS, RUNS, create, run_phase, runs, scheduler, wait_until
 
 EVENTS = GroupResource("", "events")
@@ -116,11 +118,11 @@ def test_hostile_names_never_become_metric_labels_messages_or_events(cluster: De
     # metrics: closed label sets only
     assert SELECTOR_MARK not in text and RUNTIME_MARK not in text and "victim" not in text and namespace not in text
     for family in text_string_to_metric_families(text):
-        if not family.name.startswith("kruntimes_"):
+        if not family.name.startswith(("kruntimes_", "workqueue_")):
             continue
         for sample in family.samples:
             base = sample.name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
-            closed = CLOSED_LABELS.get(sample.name)
+            closed = next((table[n] for table in (CLOSED_LABELS, OPERATOR_LABELS) for n in (sample.name, base) if n in table), None)
             labels = {k: v for k, v in sample.labels.items() if k not in ("le", "quantile")}
             if closed is None:
                 assert sample.name in UNLABELLED or base in UNLABELLED, sample.name

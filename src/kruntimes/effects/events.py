@@ -18,7 +18,8 @@ counts it); one background thread does the HTTP, at most ``qps`` writes a second
 after a ``burst`` (a token bucket, like the rate limit of kube-scheduler's event
 client): in a burst of binds the queue fills and the surplus ``Scheduled`` events
 are dropped, so Events never cost the API server or this process more than that. An Event write that fails is
-logged at debug level and dropped; it never fails or slows a cycle. Messages
+counted, logged at warning level (at most once a minute per kind of error, so a refused
+Events API — RBAC — is visible without flooding the log) and dropped; it never fails or slows a cycle. Messages
 are the ones status writes carry, so they never name pods (except the
 ``Scheduled`` event's own pod), other Runs or selectors.
 
@@ -57,6 +58,8 @@ EventType: TypeAlias = Literal["Normal", "Warning"]
 REASON_SCHEDULED: Final = "Scheduled"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
 COMPONENT: Final = "kruntimes-scheduler"
+WARN_INTERVAL: Final = 60.0
+"""Seconds between two warnings about failed Event writes of one kind of error."""
 
 
 class EventApi(Protocol):
@@ -170,6 +173,8 @@ class EventRecorder:
         self.failed = 0
         self.fenced = 0
         """Events not written because this process did not (or no longer) hold the write gate."""
+        self._warned: dict[str, float] = {}
+        """Error kind -> when a failed write of that kind was last logged at warning (writer thread only)."""
 
     # --- what callers use (never blocks) ---
 
@@ -325,10 +330,14 @@ class EventRecorder:
 
     def _failed(self, item: _Pending, error: ApiError) -> None:
         self.failed += 1
-        log.debug(
-            "event not written",
-            extra={"run": f"{item.namespace}/{item.run_name}", "reason": item.reason, "error": str(error)},
-        )
+        now = self._clock()
+        last = self._warned.get(error.kind)
+        fields = {"run": f"{item.namespace}/{item.run_name}", "reason": item.reason, "error": str(error)}
+        if last is None or now - last >= WARN_INTERVAL:
+            self._warned[error.kind] = now
+            log.warning("event not written; further failures of this kind are logged at debug for a minute", extra={**fields, "kind": error.kind, "failed": self.failed})
+        else:
+            log.debug("event not written", extra=fields)
 
     def _body(self, item: _Pending, name: str) -> dict[str, object]:
         stamp = _time(item.at)

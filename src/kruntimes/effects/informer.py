@@ -243,6 +243,8 @@ class Informer:
         """Objects skipped because they could not be decoded."""
         self.relists = 0
         """Lists after the first (each one follows a ``410 Gone`` or a failed watch)."""
+        self.watch_restarts = 0
+        """Watches that ended (server timeout, error, ``410 Gone``, a requested relist) and were opened again."""
 
     # --- public ---
 
@@ -324,6 +326,7 @@ class Informer:
             outcome = self._watch()
             if outcome == "stopped":
                 return
+            self.watch_restarts += 1
             if outcome == "gone" or self._relist_wanted():
                 need_list = True
                 continue

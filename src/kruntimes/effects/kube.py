@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,6 +333,10 @@ def load_configuration(
 # --- the client ---------------------------------------------------------------------------------
 
 
+RequestObserver: TypeAlias = Callable[[str, int, float], None]
+"""``(method, HTTP status or 0 when no answer arrived, seconds)`` of one finished request."""
+
+
 class Kube:
     """Raw JSON requests against one API server. Thread-safe (urllib3's pool is)."""
 
@@ -344,6 +349,11 @@ class Kube:
         self._pool = self._api_client.rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
         self._request_timeout = request_timeout
+        self._observer: RequestObserver | None = None
+
+    def observe(self, observer: RequestObserver | None) -> None:
+        """Report every ``request`` to ``observer`` (the scheduler's metrics); one at a time."""
+        self._observer = observer
 
     @property
     def host(self) -> str:
@@ -383,6 +393,23 @@ class Kube:
         content_type: str | None = None,
     ) -> Result[JSONObject, ApiError]:
         """One request; a 2xx JSON object is a ``Success``, anything else an ``ApiError``."""
+        observer = self._observer
+        if observer is None:
+            return self._request(method, path, params, body, content_type)
+        started = time.perf_counter()
+        result = self._request(method, path, params, body, content_type)
+        failed = result.failure() if isinstance(result, Failure) else None
+        observer(method, 200 if failed is None else failed.status, time.perf_counter() - started)
+        return result
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: bytes | None,
+        content_type: str | None,
+    ) -> Result[JSONObject, ApiError]:
         try:
             response = self._pool.request(
                 method,

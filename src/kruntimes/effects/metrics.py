@@ -9,6 +9,13 @@ pairs the scheduler's plugin registry declares (each filter's ``name`` and
 front so a scrape shows all series at zero before the first event, and no
 runtime, Run, pod, namespace, selector or resource name can ever become a label.
 
+Beyond SPEC §9, the operator metrics (docs/operations.md, "Metrics and alerts"): the work
+queue under client-go's ``workqueue_*`` names, parked Runs by reason, leadership, cycle
+outcomes, API requests by method and status class, Event writes by result, informer relists
+and watch restarts, the process and its GC, and the build. What other objects already count
+(the recorder's Event tallies, the informers' relists, the queue's depth) is read at scrape
+time rather than mirrored on every change.
+
 ``serve`` runs a small stdlib ``ThreadingHTTPServer`` exposing exactly
 ``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404.
 """
@@ -18,15 +25,29 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Final, Literal, TypeAlias, get_args
+from importlib import metadata
+from typing import Final, Literal, Protocol, TypeAlias, get_args
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
+from kruntimes.pure.queueing import ParkReason
+from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -35,6 +56,78 @@ log = logging.getLogger(__name__)
 
 SyncResult: TypeAlias = Literal["scheduled", "no_pods", "selection_error"]
 ConflictStage: TypeAlias = Literal["reserve", "bind"]
+Verb: TypeAlias = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "other"]
+"""The HTTP method of an API request; anything else is ``other`` (never the raw method)."""
+CodeClass: TypeAlias = Literal["2xx", "3xx", "4xx", "5xx", "none", "other"]
+"""An API answer's status class; ``none`` when no HTTP answer arrived."""
+EventWriteResult: TypeAlias = Literal["written", "failed", "dropped", "fenced"]
+InformerKind: TypeAlias = Literal["runs", "pods", "workspaces"]
+QUEUE_NAME: Final = "runs"
+"""The ``name`` label of the ``workqueue_*`` families (client-go's convention: one value per queue)."""
+
+_VERBS: Final[Mapping[str, Verb]] = {"GET": "GET", "POST": "POST", "PUT": "PUT", "PATCH": "PATCH", "DELETE": "DELETE"}
+
+
+def verb_of(method: str) -> Verb:
+    return _VERBS.get(method.upper(), "other")
+
+
+def code_class(status: int) -> CodeClass:
+    if status == 0:
+        return "none"
+    if 200 <= status < 300:
+        return "2xx"
+    if 300 <= status < 400:
+        return "3xx"
+    if 400 <= status < 500:
+        return "4xx"
+    if 500 <= status < 600:
+        return "5xx"
+    return "other"
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("kruntimes")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class EventCounts(Protocol):
+    """What the Event writes metric reads of ``events.EventRecorder`` at scrape time."""
+
+    @property
+    def written(self) -> int: ...
+
+    @property
+    def failed(self) -> int: ...
+
+    @property
+    def dropped(self) -> int: ...
+
+    @property
+    def fenced(self) -> int: ...
+
+
+class InformerCounts(Protocol):
+    """What the informer metrics read of ``informer.Informer`` at scrape time."""
+
+    @property
+    def kind(self) -> InformerKind: ...
+
+    @property
+    def relists(self) -> int: ...
+
+    @property
+    def watch_restarts(self) -> int: ...
+
+
+class QueueView(Protocol):
+    """What the queue gauges read of the current term's ``SchedulingQueue`` at scrape time."""
+
+    def depth(self) -> int: ...
+
+    def waiting(self) -> Mapping[ParkReason, int]: ...
 
 def filter_pairs(registry: Registry) -> tuple[tuple[str, str], ...]:
     """The ``(plugin, reason)`` label pairs of ``filter_rejections``: each filter's declared reasons.
@@ -51,6 +144,10 @@ _disable_created_metrics: Final[Callable[[], None]] = disable_created_metrics
 
 SYNC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """A cycle is pure planning plus at most one status write: sub-millisecond to a few seconds."""
+WORK_BUCKETS: Final = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0)
+"""client-go's workqueue buckets are 1e-8 … 10 s; ours start where a Python cycle can end."""
+API_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""An API request: a few ms on a quiet server to the 30 s request timeout."""
 QUEUE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 """Creation → bind spans a free pod (tens of ms) to a Run that waited many minutes for capacity."""
 
@@ -114,6 +211,60 @@ class SchedulerMetrics:
             self._conflicts.labels(stage=stage)
         for source in get_args(WakeupSource):
             self._wakeups.labels(source=source)
+        self._operator_metrics(r)
+
+    def _operator_metrics(self, r: CollectorRegistry) -> None:
+        """What operators alert on beyond SPEC §9: the queue, leadership, outcomes, the API,
+        Events, informers, the process. Gauges and the counters other objects already keep
+        are read at scrape time (``_Live``), so the hot paths pay nothing for them."""
+        name = {"name": QUEUE_NAME}
+        self._adds = Counter("workqueue_adds_total", "Keys added to the work queue.", ["name"], registry=r).labels(**name)
+        self._retries = Counter(
+            "workqueue_retries_total", "Keys re-added with back-off after a failure.", ["name"], registry=r
+        ).labels(**name)
+        self._waited = Histogram(
+            "workqueue_queue_duration_seconds",
+            "Time a key waited in the work queue before a worker took it.",
+            ["name"],
+            registry=r,
+            buckets=QUEUE_BUCKETS,
+        ).labels(**name)
+        self._worked = Histogram(
+            "workqueue_work_duration_seconds",
+            "Time a worker spent on one key.",
+            ["name"],
+            registry=r,
+            buckets=WORK_BUCKETS,
+        ).labels(**name)
+        self._outcomes = Counter(
+            "kruntimes_scheduler_cycle_outcomes_total", "Scheduling cycles by what they came to.", ["outcome"], registry=r
+        )
+        self._outcome_series: Mapping[str, Counter] = {o: self._outcomes.labels(outcome=o) for o in get_args(Outcome)}
+        self._api = Counter(
+            "kruntimes_scheduler_api_requests_total",
+            "API server requests by HTTP method and status class.",
+            ["verb", "code"],
+            registry=r,
+        )
+        self._api_series: Mapping[tuple[str, str], Counter] = {
+            (verb, code): self._api.labels(verb=verb, code=code) for verb in get_args(Verb) for code in get_args(CodeClass)
+        }
+        self._api_latency = Histogram(
+            "kruntimes_scheduler_api_request_duration_seconds",
+            "API server request latency by HTTP method.",
+            ["verb"],
+            registry=r,
+            buckets=API_BUCKETS,
+        )
+        self._api_latency_series: Mapping[str, Histogram] = {v: self._api_latency.labels(verb=v) for v in get_args(Verb)}
+        Gauge("kruntimes_build_info", "The scheduler's version; always 1.", ["version"], registry=r).labels(
+            version=package_version()
+        ).set(1)
+        self._live = _Live()
+        r.register(self._live)
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
 
     def count_sync(self, result: SyncResult) -> None:
         self._sync.labels(result=result).inc()
@@ -165,9 +316,93 @@ class SchedulerMetrics:
         if keys > 0:
             self._wakeups.labels(source=source).inc(keys)
 
+    # --- operator metrics -----------------------------------------------------------
+
+    def count_outcome(self, outcome: Outcome) -> None:
+        series = self._outcome_series.get(outcome)
+        if series is not None:
+            series.inc()
+
+    def observe_request(self, method: str, status: int, seconds: float) -> None:
+        """One API request (``kube.Kube``'s observer): ``status`` 0 when no answer arrived."""
+        verb = verb_of(method)
+        self._api_series[(verb, code_class(status))].inc()
+        self._api_latency_series[verb].observe(max(seconds, 0.0))
+
+    def queue_added(self) -> None:
+        self._adds.inc()
+
+    def queue_retried(self) -> None:
+        self._retries.inc()
+
+    def queue_waited(self, seconds: float) -> None:
+        self._waited.observe(max(seconds, 0.0))
+
+    def queue_worked(self, seconds: float) -> None:
+        self._worked.observe(max(seconds, 0.0))
+
+    def watch_queue(self, queue: QueueView | None) -> None:
+        """The term's queue the depth and waiting gauges read (``None``: no term, both 0)."""
+        self._live.queue = queue
+
+    def watch_leader(self, leading: Callable[[], bool]) -> None:
+        self._live.leading = leading
+
+    def watch_events(self, events: EventCounts) -> None:
+        self._live.events = events
+
+    def watch_informers(self, informers: Iterable[InformerCounts]) -> None:
+        self._live.informers = tuple(informers)
+
     def value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         """One sample's current value (tests and debugging)."""
         return self.registry.get_sample_value(name, labels or {})
+
+
+class _Live(Collector):
+    """Families read at scrape time from the objects that keep them; every closed label value
+    is always present (0 when nothing is watched yet)."""
+
+    def __init__(self) -> None:
+        self.queue: QueueView | None = None
+        self.leading: Callable[[], bool] = lambda: False
+        self.events: EventCounts | None = None
+        self.informers: tuple[InformerCounts, ...] = ()
+
+    def collect(self) -> Iterator[Metric]:
+        queue = self.queue
+        depth = GaugeMetricFamily("workqueue_depth", "Keys ready in the work queue.", labels=["name"])
+        depth.add_metric([QUEUE_NAME], 0 if queue is None else queue.depth())
+        yield depth
+        parked: Mapping[ParkReason, int] = {} if queue is None else queue.waiting()
+        waiting = GaugeMetricFamily(
+            "kruntimes_scheduler_waiting_runs", "Pending Runs parked until a change can help them, by reason.", labels=["reason"]
+        )
+        for reason in get_args(ParkReason):
+            waiting.add_metric([reason], parked.get(reason, 0))
+        yield waiting
+        leader = GaugeMetricFamily("kruntimes_scheduler_leader", "1 while this replica leads and may write, else 0.")
+        leader.add_metric([], 1 if self.leading() else 0)
+        yield leader
+        events = self.events
+        writes = CounterMetricFamily(
+            "kruntimes_scheduler_event_writes", "Events by what became of them.", labels=["result"]
+        )
+        for result in get_args(EventWriteResult):
+            writes.add_metric([result], 0 if events is None else getattr(events, result))
+        yield writes
+        relists = CounterMetricFamily(
+            "kruntimes_scheduler_informer_relists", "Lists after an informer's first, by kind.", labels=["kind"]
+        )
+        restarts = CounterMetricFamily(
+            "kruntimes_scheduler_informer_watch_restarts", "Watches that ended and were opened again, by kind.", labels=["kind"]
+        )
+        for kind in get_args(InformerKind):
+            mine = [i for i in self.informers if i.kind == kind]
+            relists.add_metric([kind], sum(i.relists for i in mine))
+            restarts.add_metric([kind], sum(i.watch_restarts for i in mine))
+        yield relists
+        yield restarts
 
 
 # --- the HTTP port ------------------------------------------------------------------

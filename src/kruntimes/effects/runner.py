@@ -302,6 +302,11 @@ class Scheduler:
             for namespace in dict.fromkeys(namespaces)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
+        metrics = self._metrics
+        metrics.watch_events(self._events)
+        metrics.watch_informers(self._informers)
+        metrics.watch_leader(self._may_write)
+        kube.observe(metrics.observe_request)
         self._gate_retry = options.leader_election.retry_period if options.leader_election is not None else 1.0
         """Seconds before a key refused by a closed write gate is tried again (the next renewal)."""
         self._lock = threading.Lock()
@@ -555,6 +560,7 @@ class Scheduler:
                 safety_net=self._options.safety_net,
             )
             self._queue = queue
+            self._metrics.watch_queue(queue)
             workers = [
                 threading.Thread(target=self._work, args=(queue,), name=f"worker-{term}-{i}", daemon=True)
                 for i in range(self._options.workers)
@@ -571,6 +577,7 @@ class Scheduler:
         with self._lock:
             queue, self._queue = self._queue, None
             workers, self._workers = self._workers, []
+            self._metrics.watch_queue(None)
             if not graceful:
                 self._leading = False
         if queue is not None:

@@ -208,6 +208,7 @@ class SchedulingCycle:
     def _finish(self, key: RunKey, step: Step | None, settled: Settled) -> CycleResult:
         """Count, record and log what the step came to."""
         metrics = self._metrics
+        metrics.count_outcome(settled.outcome)
         if settled.sync is not None:
             metrics.count_sync(settled.sync)
             if settled.sync == "no_pods":

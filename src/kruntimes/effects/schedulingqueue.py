@@ -72,8 +72,18 @@ class SchedulingQueue:
         self._policy = policy
         self._now = now
         order, lane = by_policy(policy, self._entry)
-        self.work: WorkQueue[RunKey] = WorkQueue(clock=clock, order=order, lane=lane)
+        self.work: WorkQueue[RunKey] = WorkQueue(clock=clock, order=order, lane=lane, observer=metrics)
         self.parking = Parking(clock=clock, safety_net=safety_net)
+
+    # --- what the metrics read at scrape time -------------------------------------------------
+
+    def depth(self) -> int:
+        """Keys ready for a worker now."""
+        return len(self.work)
+
+    def waiting(self) -> dict[ParkReason, int]:
+        """Parked Runs by reason."""
+        return self.parking.counts()
 
     def _entry(self, key: RunKey) -> QueueEntry:
         run = self._state.get().run(key)

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, final
 
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import QueueEntry, QueueOrder, SortKey
@@ -76,6 +76,27 @@ def by_policy(
     return order, lane
 
 
+class QueueObserver(Protocol):
+    """What the queue reports, if given one (client-go's workqueue metrics provider);
+    called under the queue's lock, so each must be quick and never call back."""
+
+    def queue_added(self) -> None:
+        """A key became waiting (a coalesced add is not one)."""
+        ...
+
+    def queue_retried(self) -> None:
+        """A key was re-added with back-off."""
+        ...
+
+    def queue_waited(self, seconds: float) -> None:
+        """A worker took a key that had been ready this long."""
+        ...
+
+    def queue_worked(self, seconds: float) -> None:
+        """A worker finished a key it held this long."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ExponentialDelay:
     """Per-key exponential back-off for failed keys (client-go ``ItemExponentialFailureRateLimiter``)."""
@@ -108,8 +129,14 @@ class WorkQueue(Generic[K]):
         order: Callable[[K, int], SupportsRichComparison] = fifo,
         lane: Callable[[K], str] | None = None,
         backoff: ExponentialDelay = DEFAULT_BACKOFF,
+        observer: QueueObserver | None = None,
     ) -> None:
         self._clock = clock
+        self._observer = observer
+        self._ready_since: dict[K, float] = {}
+        """With an observer: when each ready key became ready."""
+        self._taken_at: dict[K, float] = {}
+        """With an observer: when each processing key was handed out."""
         self._order = order
         self._lane = lane
         self._backoff = backoff
@@ -158,6 +185,8 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
+            if self._observer is not None:
+                self._observer.queue_retried()
         delay = max(self._backoff.delay(failures), at_least)
         self.add_after(key, delay)
         return delay
@@ -204,6 +233,10 @@ class WorkQueue(Generic[K]):
         """The caller finished ``key``; if it was added meanwhile, it is queued again now."""
         with self._cond:
             self._processing.discard(key)
+            if self._observer is not None:
+                taken = self._taken_at.pop(key, None)
+                if taken is not None:
+                    self._observer.queue_worked(self._clock() - taken)
             if key in self._dirty:
                 self._push_ready_locked(key)
 
@@ -246,6 +279,8 @@ class WorkQueue(Generic[K]):
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
+        if self._observer is not None:
+            self._observer.queue_added()
         if key in self._processing:
             return  # queued again by done()
         self._push_ready_locked(key)
@@ -259,6 +294,8 @@ class WorkQueue(Generic[K]):
             heap = self._ready[lane] = []
             insort(self._lanes, lane)
         heapq.heappush(heap, (self._order(key, activation), activation, key))
+        if self._observer is not None:
+            self._ready_since[key] = self._clock()
         self._size += 1
         self._cond.notify()
 
@@ -278,6 +315,13 @@ class WorkQueue(Generic[K]):
         self._size -= 1
         self._dirty.discard(key)
         self._processing.add(key)
+        observer = self._observer
+        if observer is not None:
+            now = self._clock()
+            since = self._ready_since.pop(key, None)
+            if since is not None:
+                observer.queue_waited(now - since)
+            self._taken_at[key] = now
         return key
 
     def _drop_stale_locked(self) -> None:
