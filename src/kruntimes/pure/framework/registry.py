@@ -14,8 +14,9 @@ module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar, final
 
 from returns.pipeline import is_successful
@@ -77,6 +78,11 @@ class Registry:
 
     filters: tuple[FilterEntry, ...] = ()
     scores: tuple[ScoreEntry, ...] = ()
+    filter_by_name: Mapping[str, FilterEntry] = field(init=False, compare=False, repr=False)
+    """The filters by name (derived; a cycle that ends in Wait looks its rejecting plugins up)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "filter_by_name", MappingProxyType({e.name: e for e in self.filters}))
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -121,17 +121,19 @@ def wait_message(run: Run, registry: Registry, rejections: Rejections) -> str:
     claim (or without rejections: no candidate pods) the message is the generic one.
     """
     best: PendingMessage | None = None
-    if rejections:
-        given: dict[str, list[str]] = {}
-        for plugin, reason, _ in rejections:
-            given.setdefault(plugin, []).append(reason)
-        for entry in registry.filters:
-            reasons = given.get(entry.name)
-            if reasons is None:
-                continue
-            claim = entry.plugin.pending_message(frozenset(reasons), run)
+    count = len(rejections)
+    start = 0
+    while start < count:  # each plugin's rejections are one run of them (registration order)
+        plugin = rejections[start][0]
+        end = start + 1
+        while end < count and rejections[end][0] == plugin:
+            end += 1
+        entry = registry.filter_by_name.get(plugin)
+        if entry is not None:
+            claim = entry.plugin.pending_message(frozenset([r[1] for r in rejections[start:end]]), run)
             if claim is not None and (best is None or claim.rank > best.rank):
                 best = claim
+        start = end
     return best.text if best is not None else waiting_for_pods(run.runtime)
 
 
