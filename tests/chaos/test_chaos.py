@@ -64,7 +64,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_once_a_standby_took_over(
     # outlives the lease and the standby's own retry period and injected latency
     spec = ChaosSpec(runs=1500 if chaos_large else 150, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.25,
                      leader_kills=1 if chaos_large else 0, sigkill_restarts=0, sigterm_restarts=0,
-                     leader_pauses=8 if chaos_large else 2, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
+                     leader_pauses=8 if chaos_large else 3, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
                      faults=FAULTS if chaos_large else PAUSE_FAULTS, seed=23)
     result = run_epoch(spec, tmp_path)
     assert_kept_promises(result)

@@ -172,17 +172,16 @@ def test_a_backlog_drains_in_creation_order_at_about_one_cycle_per_bind(
         create_run(kube, name)
     sched = scheduler()
     order: list[str] = []
-    for _ in range(15):
-        bound = wait_until(
-            lambda: [n for n in names if n not in order and assigned(kube, n)] or None, what="a bind"
-        )
-        wait_until(lambda: len([n for n in names if n not in order and assigned(kube, n)]) >= 2 or len(order) >= 28,
-                   what="both slots in use")
-        bound = sorted(n for n in names if n not in order and assigned(kube, n))
+
+    def newly_bound(want: int) -> list[str] | None:
+        found = sorted(n for n in names if n not in order and assigned(kube, n))
+        return found if len(found) >= want else None
+
+    while len(order) < len(names):
+        want = min(2, len(names) - len(order))  # both slots in use, or the last Run
+        bound = wait_until(lambda: newly_bound(want), what="the next binds")
         order.extend(bound)
         _finish(kube, bound)
-        if len(order) >= 30:
-            break
     assert order == names  # oldest first, every time
     cycles = _cycles(sched)
     assert cycles <= 1.2 * len(names) + 2, f"{cycles} cycles for {len(names)} binds"
