@@ -19,6 +19,7 @@ from .helpers import (
     make_workspace,
     run_writes,
     set_run_phase,
+    term,
     wait_until,
     waiting,
 )
@@ -192,16 +193,13 @@ def test_a_run_waiting_on_affinity_at_the_head_of_the_queue_does_not_hold_back_t
 ) -> None:
     cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: _pods(kube) == 1, what="pod")
-    sched = scheduler()
+    scheduler()
     create_run(kube, "holder")
     wait_until(lambda: assigned(kube, "holder"), what="holder bound")
     # oldest in line: a Run that needs a partner nobody runs (and its own labels do not seed it)
-    from .helpers import term
-
     create_run(kube, "picky", affinity={"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app="db")]}})
     create_run(kube, "plain")
     wait_until(lambda: waiting(kube, "picky") and waiting(kube, "plain"), what="both wait")
     set_run_phase(kube, "holder", "Succeeded")
     assert wait_until(lambda: assigned(kube, "plain"), timeout=5, what="plain bound") == "python-0"
     assert assigned(kube, "picky") is None
-    del sched

@@ -1,4 +1,4 @@
-"""Queue ordering (SPEC §8, §12): FIFO by activation; a fresh start goes oldest first."""
+"""Queue order (SPEC §8, §12: oldest first, or namespaces in turn), parking reasons and admission."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.pure.model.objects import RunKey
+from kruntimes.pure.ledger import EMPTY_LEDGER
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES, RunKey
+from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, POLICIES, QueueEntry, QueueOrder, admit, initial_order, park_reason
-from tests.pure.builders import active_run, at, decoded_run
+from kruntimes.pure.state.cluster import from_objects
+from kruntimes.pure.step import transact
+from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
 
 
 def test_both_policies_order_a_lane_oldest_first_and_only_namespace_fair_has_lanes() -> None:
@@ -69,10 +73,6 @@ def test_initial_order_does_not_depend_on_input_order(permutation: list[int]) ->
 
 
 def _admitted(state_objects: list[object], parked: list[str], pod: str = "a") -> list[str]:
-    from kruntimes.pure.ledger import EMPTY_LEDGER
-    from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES
-    from kruntimes.pure.state.cluster import from_objects
-    from tests.pure.builders import NOW
 
     state = from_objects(state_objects)  # type: ignore[arg-type]  # builders' objects
     keys = [RunKey("default", name) for name in parked]
@@ -80,14 +80,12 @@ def _admitted(state_objects: list[object], parked: list[str], pod: str = "a") ->
 
 
 def test_a_pod_with_room_for_two_admits_the_first_two_parked_runs_not_all() -> None:
-    from tests.pure.builders import decoded_pod
 
     runs = [decoded_run(f"r{i}", created=at(i)) for i in range(5)]
     assert _admitted([decoded_pod("a", capacity={"runs": "2"}), *runs], [f"r{i}" for i in range(5)]) == ["r0", "r1"]
 
 
 def test_a_run_the_pod_cannot_take_does_not_hold_back_the_next_one() -> None:
-    from tests.pure.builders import affinity_json, decoded_pod, term
 
     picky = decoded_run("picky", affinity=affinity_json(required=[term({"app": "db"})]))  # no db anywhere, not seedable
     big = decoded_run("big", requests={"runs": "3"})
@@ -97,19 +95,12 @@ def test_a_run_the_pod_cannot_take_does_not_hold_back_the_next_one() -> None:
 
 
 def test_a_full_pod_admits_nobody_and_the_walk_stops_at_once() -> None:
-    from tests.pure.builders import decoded_pod
 
     state = [decoded_pod("a", capacity={"runs": "1"}), active_run("busy", "a"), decoded_run("w")]
     assert _admitted(state, ["w"]) == []
 
 
 def test_park_reasons_say_what_could_help() -> None:
-    from kruntimes.pure.ledger import EMPTY_LEDGER
-    from kruntimes.pure.model.objects import DEFAULT_CONFIG
-    from kruntimes.pure.model.plan import Wait
-    from kruntimes.pure.state.cluster import from_objects
-    from kruntimes.pure.step import transact
-    from tests.pure.builders import NOW, affinity_json, decoded_pod, term
 
     cases = {
         "capacity": [decoded_pod("a", capacity={"runs": "1"}), active_run("busy", "a"), decoded_run("r")],

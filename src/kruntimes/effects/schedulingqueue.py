@@ -21,7 +21,6 @@ Every decision about *which* Runs an event helps is pure (``wakeups.signals``,
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -41,7 +40,6 @@ from kruntimes.pure.state.cluster import ClusterState, Event
 from kruntimes.pure.step import BackOff, Forget, Next, Outcome, RequeueAfter, Step
 from kruntimes.pure.wakeups import Activate, Room, Targets, WakeupSource, signals
 
-log = logging.getLogger(__name__)
 
 _RELEASING: Final[frozenset[Outcome]] = frozenset({"bind_conflict", "write_failed", "gone", "not_leader", "released"})
 
@@ -220,17 +218,11 @@ class SchedulingQueue:
             if released is not None and self._ledger.get().get(key.namespace, released.run_uid) is None:
                 self.release(released)
         slot = self.parking.finished(key)
-        if slot is not None:
-            run = self._state.get().run(key)
-            pod_runtime = self._pod_runtime(slot[0], slot[1])
-            if pod_runtime is not None:
-                self._admit(slot[0], pod_runtime, slot[1], grown=False, source=None)
-            elif run is not None:
-                log.debug("admitted pod is gone", extra={"run": str(key)})
-
-    def _pod_runtime(self, namespace: str, pod: str) -> str | None:
-        found = self._state.get().pod(namespace, pod)
-        return None if found is None else found.runtime
+        if slot is not None:  # the pod it was admitted for (if still there) may take the next one
+            namespace, pod = slot
+            found = self._state.get().pod(namespace, pod)
+            if found is not None:
+                self._admit(namespace, found.runtime, pod, grown=False, source=None)
 
     def sweep(self) -> int:
         """The safety net: queue the parked Runs that are due; how many."""
