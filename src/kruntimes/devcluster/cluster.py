@@ -19,6 +19,7 @@ from typing import Final, TypedDict, Unpack, final
 
 import yaml
 
+from kruntimes.devcluster.auth import Authorizer
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.faults import Faults
 from kruntimes.devcluster.http import DevClusterHTTPServer, ServerSettings
@@ -42,6 +43,7 @@ class ClusterOptions(TypedDict, total=False):
     host: str
     port: int
     token: str | None
+    authorizer: Authorizer
     simulator: SimulatorSettings | None
     event_window: int
     bookmark_interval: float
@@ -72,6 +74,7 @@ class DevCluster:
         host: str = "127.0.0.1",
         port: int = 0,
         token: str | None = None,
+        authorizer: Authorizer = Authorizer(),
         simulator: SimulatorSettings | None = SimulatorSettings(),
         event_window: int = DEFAULT_EVENT_WINDOW,
         bookmark_interval: float = 60.0,
@@ -85,12 +88,17 @@ class DevCluster:
         """Build (not start) a cluster. ``simulator=None`` disables the runtime simulator;
         ``event_window`` is how many events a watch can resume across; ``custom_resources``
         are installed as CRDs at start, then the CRD manifests in ``crd_paths`` (files or
-        directories of YAML), which replace built-in definitions of the same name."""
+        directories of YAML), which replace built-in definitions of the same name. ``token`` is the
+        administrator's bearer token; ``authorizer`` adds users (their tokens are accepted too) and
+        the ABAC policy that answers SubjectAccessReviews (``devcluster/auth.py``)."""
         self.store = Store(event_window=event_window, keep_writes=keep_write_history)
         self.registry = ResourceRegistry()
         self.service = ObjectService(self.store, self.registry, auto_create_namespaces=auto_create_namespaces)
         self.faults = Faults(self.store, seed=fault_seed)
-        self.settings = ServerSettings(token=token, bookmark_interval=bookmark_interval, log_requests=log_requests)
+        self.settings = ServerSettings(
+            token=token,
+            authorizer=Authorizer(admin_token=token, tokens=authorizer.tokens, policy=authorizer.policy),
+            bookmark_interval=bookmark_interval, log_requests=log_requests)
         self.simulator = RuntimeSimulator(self.service, simulator) if simulator is not None else None
         self._address = (host, port)
         self._custom_resources = custom_resources

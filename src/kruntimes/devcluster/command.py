@@ -13,6 +13,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
+from kruntimes.devcluster.auth import AuthFileError, Authorizer, parse_policy_file, parse_token_file
 from kruntimes.devcluster.cluster import DevCluster, is_loopback
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.simulator import SimulatorSettings
@@ -83,6 +84,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heartbeat-interval", type=parse_duration, default=5.0, metavar="DURATION", help="how often simulated pods refresh kruntimes.io/RuntimedReady (default 5s)")
     parser.add_argument("--execute-runs", type=parse_duration, metavar="DURATION", help="execute Runs bound to simulated pods: Running at once, Succeeded after DURATION")
     parser.add_argument("--token", help="require 'Authorization: Bearer TOKEN' (written into the kubeconfig)")
+    parser.add_argument("--token-auth-file", type=Path, metavar="FILE",
+                        help="more users, in kube-apiserver's static token file format: token,user,uid[,\"group1,group2\"] per line; "
+                        "their tokens are accepted and answered by TokenReviews (see docs/devcluster.md)")
+    parser.add_argument("--authorization-policy-file", type=Path, metavar="FILE",
+                        help="what those users may do, as kube-apiserver's ABAC policy file (one Policy JSON per line); answers "
+                        "SubjectAccessReviews, e.g. who may GET /metrics of a scheduler run with --metrics-secure")
     parser.add_argument("--event-window", type=int, default=10_000, metavar="N", help="events a watch can resume across before it gets 410 Expired (default 10000)")
     parser.add_argument("--auto-create-namespaces", action="store_true", help="create a missing namespace on first use instead of answering 404 like a real cluster")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
@@ -90,8 +97,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     simulator = None if args.no_simulator else SimulatorSettings(heartbeat_interval=args.heartbeat_interval, execute_runs=args.execute_runs)
+    try:
+        tokens = parse_token_file(args.token_auth_file.read_text(encoding="utf-8")) if args.token_auth_file else {}
+        policy = parse_policy_file(args.authorization_policy_file.read_text(encoding="utf-8")) if args.authorization_policy_file else ()
+    except (OSError, UnicodeDecodeError, AuthFileError) as exc:
+        print(f"kruntimes dev-cluster: {exc}", file=sys.stderr)
+        return 2
     cluster = DevCluster(
-        host=args.host, port=args.port, token=args.token, simulator=simulator, event_window=args.event_window,
+        host=args.host, port=args.port, token=args.token, authorizer=Authorizer(tokens=tokens, policy=policy), simulator=simulator, event_window=args.event_window,
         auto_create_namespaces=args.auto_create_namespaces, log_requests=args.verbose, crd_paths=args.crds,
     )
     stop = threading.Event()

@@ -10,7 +10,6 @@ keep-alive sockets and end watches, then join every handler thread.
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import itertools
 import json
@@ -28,7 +27,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from kruntimes.devcluster import errors, openapi_v2
+from kruntimes.devcluster import errors, openapi_v2, reviews
+from kruntimes.devcluster.auth import Authorizer
 from kruntimes.devcluster.discovery import (
     SERVER_VERSION,
     OpenApiCache,
@@ -61,6 +61,9 @@ class ServerSettings:
 
     token: str | None = None
     """Bearer token every request but health checks must carry (None: no authentication, the default for local use)."""
+    authorizer: Authorizer = Authorizer()
+    """Who a token is and what a user may do (``--token-auth-file``, ``--authorization-policy-file``):
+    answers TokenReviews and SubjectAccessReviews; its tokens are accepted like ``token``."""
     bookmark_interval: float = 60.0
     """Seconds between BOOKMARK events on watches that allow them (the API server sends about one a minute)."""
     default_watch_timeout: float = 1800.0
@@ -322,6 +325,11 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if method == "GET" and self._serve_discovery(path):
                 return
+            review = reviews.BY_PATH.get(path)
+            if review is not None:
+                answer = reviews.serve(self._authorizer(), review, method, self._decode_object(body) if method == "POST" else None)
+                self._send_json(201, answer)
+                return
             route = self._route(path)
             if route is None:
                 raise ApiError("NotFound", "the server could not find the requested resource")
@@ -343,12 +351,18 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
+    def _authorizer(self) -> Authorizer:
+        settings = self.srv.settings
+        if settings.token is not None and settings.authorizer.admin_token is None:  # ServerSettings built with a token alone
+            return Authorizer(admin_token=settings.token, tokens=settings.authorizer.tokens, policy=settings.authorizer.policy)
+        return settings.authorizer
+
     def _authenticate(self) -> None:
-        token = self.srv.settings.token
-        if token is None:
+        authorizer = self._authorizer()
+        if not authorizer.enabled:
             return
-        given = self.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        scheme, _, given = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or authorizer.authenticate(given.strip()) is None:
             raise errors.unauthorized()
 
     # -- discovery, openapi, admin --------------------------------------------------------
@@ -363,6 +377,7 @@ class Handler(BaseHTTPRequestHandler):
             doc = api_versions(f"{host!s}:{port}")
         elif path == "/apis":
             doc = api_group_list(registry)
+            doc["groups"] = [*doc["groups"], *reviews.discovery_groups()]
         elif path == "/openapi/v2":
             protobuf = "protobuf" in self.headers.get("Accept", "")
             self._send_bytes(200, self.srv.openapi.v2(protobuf=protobuf), openapi_v2.PROTOBUF if protobuf else "application/json")
@@ -376,15 +391,19 @@ class Handler(BaseHTTPRequestHandler):
             self._send_bytes(200, body)
             return True
         elif path == "/":
-            doc = {"paths": sorted({"/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz"} | {"/" + d.group_version_path for d in registry.all()})}
+            doc = {"paths": sorted({"/api", "/api/v1", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz"} | {"/" + d.group_version_path for d in registry.all()} | {f"/apis/{r.group}/{reviews.VERSION}" for r in reviews.REVIEWS})}
         else:
             parts = path.strip("/").split("/")
             if parts == ["api", "v1"]:
                 doc = api_resource_list(registry, "", "v1")
             elif len(parts) == 2 and parts[0] == "apis":
                 doc = api_group(registry, parts[1])
+                if doc is None and parts[1] in (reviews.AUTHENTICATION, reviews.AUTHORIZATION):
+                    doc = {"kind": "APIGroup", "apiVersion": "v1", **reviews.api_group(parts[1])}
             elif len(parts) == 3 and parts[0] == "apis":
                 doc = api_resource_list(registry, parts[1], parts[2])
+                if doc is None and parts[2] == reviews.VERSION:
+                    doc = reviews.resource_list(parts[1])
             else:
                 return False
             if doc is None:
