@@ -39,6 +39,7 @@ from kruntimes.effects.kube import connect
 from kruntimes.effects.leader import default_identity
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
+from kruntimes.effects.secureserving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_CACHE_TTL, SecureServingOptions
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions, parse_bind_address
 from kruntimes.pure.model.objects import DEFAULT_CONFIG
 from kruntimes.pure.model.times import format_duration, parse_duration
@@ -77,6 +78,10 @@ examples:
 
   # in a cluster (as deploy/ runs it): two replicas, one leads (Lease in the pod's namespace)
   kruntimes scheduler --metrics-bind-address :8080 --health-probe-bind-address :8081
+
+  # metrics over HTTPS for callers the API server authorises (deploy/components/metrics-secure)
+  kruntimes scheduler --metrics-bind-address :8443 --metrics-secure --health-probe-bind-address :8081
+  curl -k -H "Authorization: Bearer $(kubectl create token prometheus -n monitoring)" https://POD_IP:8443/metrics
 
   # from a workstation, next to the Deployment: the same Lease, so still one leader
   kruntimes scheduler --kubeconfig ~/.kube/config --leader-elect-resource-namespace kruntimes-system
@@ -165,6 +170,35 @@ def _boolean(text: str) -> bool:
     if text in _FALSE:
         return False
     raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+def _cache_ttl(text: str) -> timedelta:
+    parsed = parse_duration(text)
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 500ms, 10s, 1m)")
+    if parsed < timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return parsed
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _metrics_secure(args: argparse.Namespace) -> SecureServingOptions | None:
+    """The secure-serving options, or ``None``; TLS flags without ``--metrics-secure`` are a usage error."""
+    if not args.metrics_secure:
+        if args.tls_cert_file or args.tls_private_key_file:
+            raise UsageError("--tls-cert-file and --tls-private-key-file only apply with --metrics-secure")
+        return None
+    return SecureServingOptions(
+        cert_file=Path(args.tls_cert_file) if args.tls_cert_file else None,
+        key_file=Path(args.tls_private_key_file) if args.tls_private_key_file else None,
+        always_allow_paths=args.authorization_always_allow_paths,
+        token_cache_ttl=args.authentication_token_webhook_cache_ttl.total_seconds(),
+        allowed_cache_ttl=args.authorization_webhook_cache_authorized_ttl.total_seconds(),
+        denied_cache_ttl=args.authorization_webhook_cache_unauthorized_ttl.total_seconds(),
+    )
 
 
 def _bind_address(text: str) -> str:
@@ -298,6 +332,54 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="host:port for /healthz and /readyz; 0 disables (default: :8081)",
     )
     observability.add_argument(
+        "--metrics-secure",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="true|false",
+        help="serve the metrics port over HTTPS, and only to callers whose bearer token the API server "
+        "authenticates (TokenReview: 401 otherwise) and who may GET the path (SubjectAccessReview, e.g. "
+        'nonResourceURLs ["/metrics"]: 403 otherwise); the ServiceAccount needs create on both reviews. '
+        "Probes on their own port stay plain HTTP (default: false: plain HTTP, no authentication)",
+    )
+    observability.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help="PEM certificate (chain) for --metrics-secure, re-read when it changes "
+        "(default: a self-signed certificate made at start-up)",
+    )
+    observability.add_argument("--tls-private-key-file", metavar="FILE", help="the PEM key of --tls-cert-file")
+    observability.add_argument(
+        "--authorization-always-allow-paths",
+        type=_paths,
+        default=DEFAULT_ALWAYS_ALLOW_PATHS,
+        metavar="PATHS",
+        help="comma-separated paths --metrics-secure serves without a token; a trailing * matches a prefix "
+        f"(default: {','.join(DEFAULT_ALWAYS_ALLOW_PATHS)})",
+    )
+    observability.add_argument(
+        "--authentication-token-webhook-cache-ttl",
+        type=_cache_ttl,
+        default=timedelta(seconds=DEFAULT_CACHE_TTL),
+        metavar="DURATION",
+        help=f"how long a TokenReview's answer is reused (default: {DEFAULT_CACHE_TTL:g}s; 0: ask every time)",
+    )
+    observability.add_argument(
+        "--authorization-webhook-cache-authorized-ttl",
+        type=_cache_ttl,
+        default=timedelta(seconds=DEFAULT_CACHE_TTL),
+        metavar="DURATION",
+        help=f"how long an allowing SubjectAccessReview is reused (default: {DEFAULT_CACHE_TTL:g}s)",
+    )
+    observability.add_argument(
+        "--authorization-webhook-cache-unauthorized-ttl",
+        type=_cache_ttl,
+        default=timedelta(seconds=DEFAULT_CACHE_TTL),
+        metavar="DURATION",
+        help=f"how long a denying SubjectAccessReview is reused (default: {DEFAULT_CACHE_TTL:g}s)",
+    )
+    observability.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="auto",
@@ -410,6 +492,7 @@ def options_from(
         identity=args.leader_elect_identity or _identity(env),
         metrics_bind_address=args.metrics_bind_address,
         health_probe_bind_address=args.health_probe_bind_address,
+        metrics_secure=_metrics_secure(args),
         heartbeat_stale_after=_given(args.heartbeat_stale_after, configuration.heartbeat_stale_after),
         cycle_log=Path(args.cycle_log) if args.cycle_log else None,
         cycle_log_max_bytes=args.cycle_log_max_bytes,

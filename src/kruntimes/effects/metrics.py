@@ -17,20 +17,25 @@ and watch restarts, the process and its GC, and the build. What other objects al
 time rather than mirrored on every change.
 
 ``serve`` runs a small stdlib ``ThreadingHTTPServer`` exposing exactly
-``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404.
+``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404. With ``secure``
+(``--metrics-secure``, ``effects/secureserving.py``) it speaks TLS and every request but the
+always-allowed paths must carry a bearer token the API server authenticates and authorises,
+before the path is even looked at (401, 403), as kube-scheduler's secure port does.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
-from typing import Final, Literal, Protocol, TypeAlias, get_args
+from typing import Any, Final, Literal, Protocol, TypeAlias, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -46,6 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from kruntimes.effects.secureserving import SecureServing
 from kruntimes.pure.queueing import ParkReason
 from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource
@@ -424,8 +430,19 @@ METRICS_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics"})
 PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/readyz"})
 
 
+TLS_IDLE_TIMEOUT: Final = 30.0
+"""Seconds a TLS connection may sit in its handshake or between requests before it is closed."""
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+
+    def setup(self) -> None:
+        if self.server.secure is not None:
+            # The handshake happens here, on the handler's thread (never the accepting one); a
+            # client that stalls it must not hold the thread for ever.
+            self.request.settimeout(TLS_IDLE_TIMEOUT)
+        super().setup()
 
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's naming)
         self._respond(send_body=True)
@@ -435,6 +452,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _respond(self, send_body: bool) -> None:
         path = self.path.split("?", 1)[0]
+        secure = self.server.secure
+        if secure is not None:
+            verdict = secure.auth.check(path, self.command, self.headers.get("Authorization"))
+            if not verdict.allowed:
+                self._send(HTTPStatus(verdict.status), f"{verdict.message}\n".encode(), "text/plain; charset=utf-8", send_body)
+                return
         if path not in self.server.endpoints:
             self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", send_body)
         elif path == "/metrics":
@@ -479,13 +502,31 @@ class _Server(ThreadingHTTPServer):
         registry: CollectorRegistry,
         probes: Probes,
         endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
+        secure: SecureServing | None = None,
     ) -> None:
         self.registry = registry
         self.probes = probes
         self.endpoints: frozenset[str] = frozenset(endpoints)
+        self.secure = secure
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = self.socket.accept()
+        if self.secure is None:
+            return connection, address
+        # Wrapped per connection with the current context (a rotated certificate applies to the next
+        # connection); the handshake is left to the handler thread's first read.
+        return self.secure.tls.current().wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
+        """A failed handshake or a client that went away is the client's problem: debug, not a traceback."""
+        problem = sys.exc_info()[1]
+        if isinstance(problem, (ssl.SSLError, ConnectionError, TimeoutError)):
+            log.debug("metrics connection failed", extra={"error": str(problem)[:200]})
+            return
+        super().handle_error(request, client_address)
 
 
 class MetricsServer:
@@ -510,7 +551,8 @@ class MetricsServer:
     def url(self) -> str:
         host = self.host
         shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{self.port}"
+        scheme = "http" if self._server.secure is None else "https"
+        return f"{scheme}://{shown}:{self.port}"
 
     def close(self) -> None:
         """Stop serving and free the port."""
@@ -526,9 +568,11 @@ def serve(
     port: int = 8080,
     *,
     endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
+    secure: SecureServing | None = None,
 ) -> MetricsServer:
-    """Start serving ``endpoints`` on ``host:port`` (``port=0`` picks a free one) and return at once.
+    """Start serving ``endpoints`` on ``host:port`` (``port=0`` picks a free one) and return at once;
+    over TLS with delegated authentication and authorization when ``secure`` is given.
 
     Raises ``OSError`` when the address cannot be bound (in use, no such interface).
     """
-    return MetricsServer(_Server((host, port), registry, probes, endpoints))
+    return MetricsServer(_Server((host, port), registry, probes, endpoints, secure))

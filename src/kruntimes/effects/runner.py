@@ -47,6 +47,7 @@ from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
 from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
+from kruntimes.effects.secureserving import SecureServingOptions, secure_serving
 from kruntimes.effects.metrics import (
     ALL_ENDPOINTS,
     METRICS_ENDPOINTS,
@@ -138,6 +139,8 @@ class SchedulerOptions:
     """``host:port`` for ``/metrics``; ``0`` disables; port 0 picks a free port."""
     health_probe_bind_address: str = ":8081"
     """``host:port`` for ``/healthz`` and ``/readyz``; ``0`` disables."""
+    metrics_secure: SecureServingOptions | None = None
+    """``--metrics-secure``: the metrics port over TLS, requests authorised by the API server; ``None``: plain HTTP."""
     queue_order: QueueOrder = FIFO
     """The order waiting Runs are served in (SPEC §8): ``FIFO`` (oldest first) or
     ``NAMESPACE_FAIR`` (namespaces take turns), or any ``queueing.QueueOrder``."""
@@ -169,6 +172,10 @@ class SchedulerOptions:
                 parse_bind_address(address)
             except ValueError as problem:
                 found.append(f"{flag}: {problem}")
+        if self.metrics_secure is not None:
+            if parse_bind_address(self.metrics_bind_address) is None:
+                found.append("--metrics-secure needs a metrics port: --metrics-bind-address is 0")
+            found.extend(self.metrics_secure.problems())
         if self.cycle_log_max_bytes <= 0:
             found.append("--cycle-log-max-bytes must be positive")
         if self.cycle_log_backups < 0:
@@ -446,16 +453,20 @@ class Scheduler:
 
     def _start_servers(self) -> None:
         probes = Probes(ready=self.ready, healthy=self.healthy)
+        options = self._options.metrics_secure
+        secure = None if options is None else secure_serving(self._kube, options, self._metrics.registry)
         metrics = parse_bind_address(self._options.metrics_bind_address)
         health = parse_bind_address(self._options.health_probe_bind_address)
         if metrics is not None and metrics == health and metrics[1] != 0:
-            server = serve(self._metrics.registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS)
+            server = serve(self._metrics.registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS, secure=secure)
             self._servers.append(server)
             self.metrics_url = self.health_url = server.url
             return
         try:
             if metrics is not None:
-                server = serve(self._metrics.registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS)
+                server = serve(
+                    self._metrics.registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS, secure=secure
+                )
                 self._servers.append(server)
                 self.metrics_url = server.url
             if health is not None:
