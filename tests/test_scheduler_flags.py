@@ -42,3 +42,43 @@ def test_help_says_zero_means_the_default(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit):
         cli_main(["scheduler", "--help"])
     assert "0 means the default" in " ".join(capsys.readouterr().out.split())
+
+
+def test_metrics_stay_plain_http_unless_metrics_secure_is_given() -> None:
+    assert _options().metrics_secure is None
+    assert _options("--metrics-secure=false").metrics_secure is None
+
+
+def test_metrics_secure_takes_kube_schedulers_companion_flags() -> None:
+    secure = _options(
+        "--metrics-secure",
+        "--authorization-always-allow-paths=/healthz,/debug/*",
+        "--authentication-token-webhook-cache-ttl=30s",
+        "--authorization-webhook-cache-authorized-ttl=1m",
+        "--authorization-webhook-cache-unauthorized-ttl=0s",
+    ).metrics_secure
+    assert secure is not None
+    assert secure.cert_file is None and secure.key_file is None, "no files: a self-signed certificate"
+    assert secure.always_allow_paths == ("/healthz", "/debug/*")
+    assert (secure.token_cache_ttl, secure.allowed_cache_ttl, secure.denied_cache_ttl) == (30.0, 60.0, 0.0)
+    default = _options("--metrics-secure").metrics_secure
+    assert default is not None and default.always_allow_paths == ("/healthz", "/readyz", "/livez")
+
+
+def test_tls_files_without_metrics_secure_are_refused_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["scheduler", "--leader-elect=false", "--tls-cert-file=/x.crt", "--tls-private-key-file=/x.key"])
+    assert code == 2
+    assert "only apply with --metrics-secure" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "problem"),
+    [
+        (("--metrics-secure", "--metrics-bind-address=0"), "--metrics-secure needs a metrics port"),
+        (("--metrics-secure", "--tls-cert-file=/nonexistent.crt"), "go together"),
+        (("--metrics-secure", "--tls-cert-file=/nonexistent.crt", "--tls-private-key-file=/nonexistent.key"), "--tls-cert-file"),
+        (("--metrics-secure", "--authorization-always-allow-paths=healthz"), "does not start with /"),
+    ],
+)
+def test_unusable_secure_serving_flags_are_problems(argv: tuple[str, ...], problem: str) -> None:
+    assert any(problem in p for p in _options(*argv).problems())

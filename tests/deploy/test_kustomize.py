@@ -213,3 +213,59 @@ def test_container_args_are_flags_the_scheduler_accepts(rendered: list[Obj], whe
     assert parsed.health_probe_bind_address.endswith(":8081")
     expected = () if where == "base" else ("team-a", "team-b")
     assert tuple(parsed.namespaces or ()) == expected
+
+
+METRICS_AUTH_GRANTS = frozenset(
+    {
+        Grant(Permission("create", "authentication.k8s.io", "tokenreviews", ""), None),
+        Grant(Permission("create", "authorization.k8s.io", "subjectaccessreviews", ""), None),
+    }
+)
+"""--metrics-secure: the two reviews, cluster-wide (both resources are cluster-scoped)."""
+
+
+def secure_render(tmp_path: Path, *bases: Path) -> list[Obj]:
+    components = [DEPLOY / "components" / "servicemonitor", DEPLOY / "components" / "metrics-secure"]
+    return render(overlay(tmp_path, resources=list(bases or [DEPLOY]), components=components))
+
+
+def test_the_metrics_secure_component_serves_https_on_8443_and_keeps_plain_probes(tmp_path: Path) -> None:
+    from kruntimes.cli import build_parser
+
+    objects = secure_render(tmp_path)
+    c = container(objects)
+    parser, _ = build_parser()
+    parsed = parser.parse_args(["scheduler", *c["args"]])
+    assert parsed.metrics_secure is True
+    assert parsed.metrics_bind_address == ":8443"
+    assert parsed.health_probe_bind_address == ":8081"
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8443, "health": 8081}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"]["port"] == "health"
+        assert c[probe]["httpGet"].get("scheme", "HTTP") == "HTTP", "the health port stays plain HTTP"
+    assert only(objects, "Service")["spec"]["ports"] == [{"name": "metrics", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}]
+    (endpoint,) = only(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert "--metrics-secure" not in container(render(DEPLOY))["args"], "the base stays plain HTTP"
+
+
+def test_the_metrics_secure_component_grants_the_two_reviews_and_ships_a_reader_role(tmp_path: Path) -> None:
+    objects = secure_render(tmp_path)
+    grants = rbac.grants_for(objects)
+    assert {g for g in grants if g.permission.group.endswith("k8s.io") and "review" in g.permission.resource} == METRICS_AUTH_GRANTS
+    plain = rbac.grants_for(render(DEPLOY))
+    assert grants - plain == METRICS_AUTH_GRANTS, "nothing else is added"
+    reader = only(objects, "ClusterRole", "kruntimes:metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bound = {b["roleRef"]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
+    assert "kruntimes:metrics-reader" not in bound, "who scrapes is the cluster's choice"
+    for binding in by_kind(objects, "ClusterRoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kruntimes-scheduler", "namespace": NAMESPACE}]
+
+
+def test_the_metrics_secure_component_keeps_its_review_grant_in_namespaced_mode(tmp_path: Path) -> None:
+    objects = secure_render(tmp_path, DEPLOY / "overlays" / "namespaced-example")
+    grants = rbac.grants_for(objects)
+    assert {g for g in grants if g.namespace is None} == METRICS_AUTH_GRANTS
+    assert "--metrics-secure" in container(objects)["args"]

@@ -231,3 +231,25 @@ def test_the_cache_is_bounded_and_entries_expire() -> None:
     assert cache.get(3) == (True, "c")
     now[0] = 10.0
     assert cache.get(3) == (False, None)
+
+
+def test_a_scheduler_with_metrics_secure_serves_metrics_over_https_and_probes_over_http(kube: Kube) -> None:
+    from kruntimes.effects.runner import Scheduler, SchedulerOptions
+
+    options = SchedulerOptions(
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="127.0.0.1:0",
+        metrics_secure=SecureServingOptions(),
+        namespaces=("default",),
+    )
+    scheduler = Scheduler(kube, options)
+    scheduler.start()
+    try:
+        assert scheduler.metrics_url is not None and scheduler.metrics_url.startswith("https://")
+        assert scheduler.health_url is not None and scheduler.health_url.startswith("http://")
+        assert fetch(scheduler.metrics_url + "/metrics")[0] == 401
+        status, body = fetch(scheduler.metrics_url + "/metrics", "reader-token")
+        assert status == 200 and "kruntimes_scheduler_metrics_auth_decisions_total" in body
+        assert fetch(scheduler.health_url + "/healthz") == (200, "ok\n")
+    finally:
+        scheduler.stop(timeout=5)
