@@ -253,3 +253,23 @@ def test_a_scheduler_with_metrics_secure_serves_metrics_over_https_and_probes_ov
         assert fetch(scheduler.health_url + "/healthz") == (200, "ok\n")
     finally:
         scheduler.stop(timeout=5)
+
+
+def test_rotated_certificate_files_are_served_from_the_next_connection(tmp_path: Path) -> None:
+    cert_path, key_path = tmp_path / "tls.crt", tmp_path / "tls.key"
+    first = self_signed_pem(("localhost",))
+    cert_path.write_bytes(first[0])
+    key_path.write_bytes(first[1])
+    now = [0.0]
+    contexts = TlsContexts(SecureServingOptions(cert_file=cert_path, key_file=key_path), clock=lambda: now[0])
+    before = contexts.current()
+    second = self_signed_pem(("localhost",))
+    cert_path.write_bytes(second[0] + b"\n")  # a different size, whatever the file system's mtime resolution
+    key_path.write_bytes(second[1])
+    assert contexts.current() is before, "files are looked at no more than once a second"
+    now[0] = 2.0
+    assert contexts.current() is not before
+    key_path.write_text("half-written")
+    now[0] = 4.0
+    kept = contexts.current()
+    assert kept is not before and kept is contexts.current(), "a broken rotation keeps the last good certificate"
