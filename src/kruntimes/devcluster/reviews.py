@@ -16,7 +16,7 @@ from typing import Any, Final, final
 
 from kruntimes.devcluster import errors
 from kruntimes.devcluster.auth import Attributes, Authorizer
-from kruntimes.devcluster.errors import ApiError, FieldError
+from kruntimes.devcluster.errors import FieldError
 from kruntimes.devcluster.types import Obj
 
 AUTHENTICATION: Final = "authentication.k8s.io"
@@ -178,4 +178,3 @@ def serve(authorizer: Authorizer, review: Review, method: str, body: Any) -> Obj
     return token_review(authorizer, body) if review is TOKEN_REVIEW else access_review(authorizer, body)
 
 
-__all__ = ["ApiError", "BY_PATH", "REVIEWS", "access_review", "discovery_groups", "resource_list", "serve", "token_review"]
