@@ -430,7 +430,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "rss_bytes_per_pending_run": round((rss_backlog - rss_empty) * 1024 / max(peak_pending, 1)),
             "metrics": {k.replace("kruntimes_scheduler_", ""): v for k, v in metrics.items()
                         if k.startswith(("kruntimes_scheduler_sync_total", "kruntimes_scheduler_pending_run_wakeups_total",
-                                         "kruntimes_scheduler_reservation_conflicts_total"))},
+                                         "kruntimes_scheduler_reservation_conflicts_total", "kruntimes_scheduler_cycle_outcomes_total"))},
             "samples": [(round(t, 1), p, b) for t, p, b, _ in samples],
         })
         return out
