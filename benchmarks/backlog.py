@@ -308,7 +308,9 @@ def order_figures(watcher: RunWatcher, namespace: str) -> dict[str, Any]:
         rank = {k: i for i, k in enumerate(by_creation)}
         sequence = [rank[k] for k in by_bind]
         figures["inverted_pairs" + suffix] = round(inversions(sequence) / pairs, 4) if pairs else 0.0
-        figures["max_positions_late" + suffix] = max((position - rank[k] for position, k in enumerate(by_bind)), default=0)
+        late = sorted(position - rank[k] for position, k in enumerate(by_bind))
+        figures["max_positions_late" + suffix] = late[-1] if late else 0
+        figures["p99_positions_late" + suffix] = late[int(0.99 * (len(late) - 1))] if late else 0
     return figures
 
 
@@ -477,7 +479,7 @@ def create_rate(counts: Sequence[int], args: argparse.Namespace, tmp: Path) -> d
 
 
 def summary_line(r: dict[str, Any]) -> str:
-    order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late {o['max_positions_late']} (vs commit order: late {o['max_positions_late_commit']})" for ns, o in r["order"].items())
+    order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late max {o['max_positions_late']} p99 {o['p99_positions_late']} (vs commit order: max {o['max_positions_late_commit']})" for ns, o in r["order"].items())
     share = r["shares"].get("while_all_backlogged") or {}
     share_text = (" shares " + "/".join(f"{v * 100:.0f}%" for v in share.values())) if share else ""
     return (
