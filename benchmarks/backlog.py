@@ -33,8 +33,10 @@ binds), scheduler CPU per bind (utime+stime from /proc, from readiness to the la
 completion), drain time (first bind -> last Run Succeeded) against the ideal,
 startup (scheduler spawned -> first bind), order within each namespace (fraction of
 bind-order pairs inverted against creation order, and the largest "positions late": how
-many places after its creation rank a Run was bound; creation and bind order are the
-resourceVersions of the Run's ADDED and bind events), each namespace's share of the
+many places after its creation rank a Run was bound; bind order is the resourceVersion of
+the bind event; creation order is the queue policy's: ``creationTimestamp``, which has
+whole-second resolution, then the name — and, as ``*_commit``, the resourceVersions of the
+creates, an order no client can read back once several Runs share a second), each namespace's share of the
 binds until the first namespace ran out of bindable Runs, schedule latency (watch
 receipt of the ADDED event -> of the bind event: it includes the pre-creation wait),
 and scheduler RSS per Pending Run (max RSS while the backlog is >= 90 % of its peak,
@@ -200,6 +202,7 @@ class RunWatcher(threading.Thread):
     resource_version: str
     added: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     bound: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
+    created: dict[tuple[str, str], str] = field(default_factory=dict)
     finished: dict[tuple[str, str], float] = field(default_factory=dict)
     error: BaseException | None = None
 
@@ -235,6 +238,7 @@ class RunWatcher(threading.Thread):
                     key = (meta["namespace"], meta["name"])
                     if key not in added:
                         added[key] = (int(meta["resourceVersion"]), now)
+                        self.created[key] = meta.get("creationTimestamp", "")
                     status = obj.get("status") or {}
                     phase = status.get("phase")
                     if status.get("assignedPod") and phase not in (None, "", "Pending") and key not in bound:
@@ -290,14 +294,24 @@ def inversions(sequence: Sequence[int]) -> int:
 
 
 def order_figures(watcher: RunWatcher, namespace: str) -> dict[str, Any]:
+    """Bind order against the queue policy's order within ``namespace``: ``creationTimestamp``
+    (whole seconds on a Kubernetes API server), then the name — the only creation order the
+    API shows; also against the commit order of the creates (``_commit`` figures), which the
+    scheduler cannot see when several Runs share a creation second."""
     keys = [k for k in watcher.bound if k[0] == namespace]
-    by_creation = sorted(keys, key=lambda k: watcher.added[k][0])
-    rank = {k: i for i, k in enumerate(by_creation)}
     by_bind = sorted(keys, key=lambda k: watcher.bound[k][0])
-    sequence = [rank[k] for k in by_bind]
-    pairs = len(sequence) * (len(sequence) - 1) // 2
-    late = max((position - rank[k] for position, k in enumerate(by_bind)), default=0)
-    return {"inverted_pairs": round(inversions(sequence) / pairs, 4) if pairs else 0.0, "max_positions_late": late}
+    by_policy = sorted(keys, key=lambda k: (watcher.created.get(k, ""), k[1]))
+    by_commit = sorted(keys, key=lambda k: watcher.added[k][0])
+    pairs = len(keys) * (len(keys) - 1) // 2
+    figures: dict[str, Any] = {}
+    for suffix, by_creation in (("", by_policy), ("_commit", by_commit)):
+        rank = {k: i for i, k in enumerate(by_creation)}
+        sequence = [rank[k] for k in by_bind]
+        figures["inverted_pairs" + suffix] = round(inversions(sequence) / pairs, 4) if pairs else 0.0
+        late = sorted(position - rank[k] for position, k in enumerate(by_bind))
+        figures["max_positions_late" + suffix] = late[-1] if late else 0
+        figures["p99_positions_late" + suffix] = late[int(0.99 * (len(late) - 1))] if late else 0
+    return figures
 
 
 def shares(watcher: RunWatcher, variant: Variant) -> dict[str, Any]:
@@ -418,7 +432,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "rss_bytes_per_pending_run": round((rss_backlog - rss_empty) * 1024 / max(peak_pending, 1)),
             "metrics": {k.replace("kruntimes_scheduler_", ""): v for k, v in metrics.items()
                         if k.startswith(("kruntimes_scheduler_sync_total", "kruntimes_scheduler_pending_run_wakeups_total",
-                                         "kruntimes_scheduler_reservation_conflicts_total"))},
+                                         "kruntimes_scheduler_reservation_conflicts_total", "kruntimes_scheduler_cycle_outcomes_total"))},
             "samples": [(round(t, 1), p, b) for t, p, b, _ in samples],
         })
         return out
@@ -465,7 +479,7 @@ def create_rate(counts: Sequence[int], args: argparse.Namespace, tmp: Path) -> d
 
 
 def summary_line(r: dict[str, Any]) -> str:
-    order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late {o['max_positions_late']}" for ns, o in r["order"].items())
+    order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late max {o['max_positions_late']} p99 {o['p99_positions_late']} (vs commit order: max {o['max_positions_late_commit']})" for ns, o in r["order"].items())
     share = r["shares"].get("while_all_backlogged") or {}
     share_text = (" shares " + "/".join(f"{v * 100:.0f}%" for v in share.values())) if share else ""
     return (

@@ -84,6 +84,30 @@ def test_patch_status_sends_a_merge_patch_to_the_status_subresource(stub: Runnin
     assert json.loads(seen.body) == json.loads(body)
 
 
+def test_an_api_server_behind_a_path_prefix_gets_every_request_under_that_prefix(stub: Running) -> None:
+    path = RUNS.path("ns", "r1")
+    stub.stub.route("PATCH", "/k8s/clusters/c1" + path + "/status", Reply(body={"metadata": {"name": "r1"}}))
+    stub.stub.route("GET", "/k8s/clusters/c1" + RUNS.path("ns"), Reply(body={"metadata": {"resourceVersion": "5"}, "items": []}))
+    kube = Kube(Configuration(host=stub.url + "/k8s/clusters/c1/"), request_timeout=10)
+    assert kube.patch_status(path, "{}").unwrap() == {"metadata": {"name": "r1"}}
+    assert kube.list(RUNS.path("ns"), {"labelSelector": "a=b"}).unwrap() == ((), "5")
+    assert [(seen.method, seen.path) for seen in stub.stub.seen] == [
+        ("PATCH", "/k8s/clusters/c1" + path + "/status"),
+        ("GET", "/k8s/clusters/c1" + RUNS.path("ns")),
+    ]
+    assert stub.stub.seen[1].query["labelSelector"] == "a=b"
+
+
+def test_a_configured_http_proxy_receives_the_requests_with_their_absolute_address(stub: Running) -> None:
+    path = RUNS.path("ns", "r1")
+    # A forward proxy is sent the whole address in the request line; the stub records its path part.
+    stub.stub.route("GET", path, Reply(body={"metadata": {"name": "r1"}}))
+    configuration = Configuration(host="http://api.invalid:6443")
+    configuration.proxy = stub.url
+    assert Kube(configuration, request_timeout=10).get(path).unwrap() == {"metadata": {"name": "r1"}}
+    assert stub.stub.seen[0].headers.get("host") == "api.invalid:6443"
+
+
 def test_a_stale_resource_version_is_a_conflict(stub: Running) -> None:
     path = RUNS.path("ns", "r1")
     stub.stub.route("PATCH", path + "/status", Reply(409, status(409, "Conflict", "the object has been modified")))

@@ -627,6 +627,12 @@ def test_a_waiting_run_gets_its_pending_status_a_failed_scheduling_event_and_a_3
     assert w.metric("kruntimes_scheduler_no_pods_total") == 1
 
 
+def test_a_landed_wait_write_reports_the_runs_new_version_and_a_bind_or_unchanged_status_none() -> None:
+    assert world(decoded_run("r"), writes=[Written("7")]).run().written == "7"
+    assert world(already_waiting()).run().written == ""  # nothing written
+    assert bindable(Written("7")).run().written == ""  # bound: the Run is no longer Pending
+
+
 def test_a_waiting_run_whose_status_is_unchanged_is_not_written_and_its_event_is_deduplicated() -> None:
     w = world(already_waiting())
     expect(w.run(), "waiting", RequeueAfter(30.0))

@@ -7,16 +7,15 @@ placed exactly where a test wants them.
 
 from __future__ import annotations
 
-
-
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics
-from kruntimes.effects.schedulingqueue import SchedulingQueue
+from kruntimes.effects.schedulingqueue import ECHO_WAIT, SchedulingQueue
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, Run, RunKey
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueOrder
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
+from kruntimes.pure.status import applied
 from kruntimes.pure.step import Step, transact
 from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
 
@@ -204,11 +203,60 @@ def test_the_schedulers_own_wait_write_does_not_wake_the_run_again() -> None:
     harness.queue.activate([RunKey("default", "w")])
     cycled = harness.cycle()
     assert cycled is not None and cycled[1].write is not None
-    from kruntimes.pure.status import applied
-
     written = applied(cycled[1].write.run, cycled[1].write.patch, "7")
     harness.event("MODIFIED", written)
     assert harness.ready() == []
 
 
 
+
+
+def _waiting_with_its_write_unseen() -> tuple[Harness, RunKey, Run]:
+    """``w`` waits behind ``holder``; its wait message landed as resourceVersion 7, which the
+    informer has not shown yet (the write's response came first)."""
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("w", resource_version="5"))
+    key = RunKey("default", "w")
+    harness.queue.activate([key])
+    cycled = harness.cycle()
+    assert cycled is not None and cycled[1].write is not None
+    harness.queue.wrote(key, "7")
+    return harness, key, applied(cycled[1].write.run, cycled[1].write.patch, "7")
+
+
+def test_a_run_is_not_planned_from_the_version_before_its_own_wait_write() -> None:
+    harness, key, echo = _waiting_with_its_write_unseen()
+    harness.event("MODIFIED", decoded_run("holder", phase="Succeeded", assigned_pod="a"))  # room, before the echo
+    assert harness.queue.work.try_get() == key
+    assert harness.queue.hold_until_seen(key)  # planned now, its bind would carry version 5: a conflict
+    harness.queue.work.done(key)
+    assert harness.ready() == []
+    harness.event("MODIFIED", echo)
+    taken = harness.take()
+    assert taken == key and not harness.queue.hold_until_seen(key)
+    step = harness.decide(key)
+    assert step.write is not None and step.write.purpose == "bind"
+    assert step.write.run.resource_version == "7"
+
+
+def test_a_run_whose_write_is_never_shown_is_planned_after_the_echo_wait() -> None:
+    harness, key, _ = _waiting_with_its_write_unseen()
+    harness.event("MODIFIED", decoded_run("holder", phase="Succeeded", assigned_pod="a"))
+    assert harness.queue.work.try_get() == key and harness.queue.hold_until_seen(key)
+    harness.queue.work.done(key)
+    harness.clock.now += ECHO_WAIT
+    assert harness.queue.work.try_get() == key  # queued again by the wait itself
+    assert not harness.queue.hold_until_seen(key)
+
+
+def test_an_echo_shown_before_the_write_is_recorded_is_not_waited_for() -> None:
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(pod, active_run("holder", "a"), decoded_run("w", resource_version="5"))
+    key = RunKey("default", "w")
+    harness.queue.activate([key])
+    cycled = harness.cycle()
+    assert cycled is not None and cycled[1].write is not None
+    harness.event("MODIFIED", applied(cycled[1].write.run, cycled[1].write.patch, "7"))  # the echo wins the race
+    harness.queue.wrote(key, "7")
+    harness.queue.activate([key])
+    assert harness.queue.work.try_get() == key and not harness.queue.hold_until_seen(key)

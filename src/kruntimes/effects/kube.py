@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias, cast
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
 from kubernetes import config as _kube_config_module
@@ -349,6 +349,15 @@ class Kube:
         self._pool = self._api_client.rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
         self._request_timeout = request_timeout
+        self._timeout = urllib3.Timeout(connect=10.0, read=request_timeout)
+        # Requests go straight to the one host's connection pool: the manager would parse the
+        # URL and look the pool up again on every call (a fifth of a request's client CPU).
+        # Not through a proxy, whose manager rewrites requests for the proxy.
+        self._direct: urllib3.HTTPConnectionPool | None = None
+        self._prefix = ""
+        if type(self._pool) is urllib3.PoolManager:
+            self._direct = self._pool.connection_from_url(self._host)
+            self._prefix = urlsplit(self._host).path
         self._observer: RequestObserver | None = None
 
     def observe(self, observer: RequestObserver | None) -> None:
@@ -410,16 +419,20 @@ class Kube:
         body: bytes | None,
         content_type: str | None,
     ) -> Result[JSONObject, ApiError]:
+        headers = self._headers(content_type if body is not None else None)
+        direct = self._direct
         try:
-            response = self._pool.request(
-                method,
-                self._url(path, params),
-                body=body,
-                headers=self._headers(content_type if body is not None else None),
-                timeout=urllib3.Timeout(connect=10.0, read=self._request_timeout),
-                retries=False,
-                preload_content=True,
-            )
+            if direct is not None:
+                query = f"?{urlencode(sorted(params.items()))}" if params else ""
+                response = direct.urlopen(
+                    method, f"{self._prefix}{path}{query}", body=body, headers=headers, timeout=self._timeout,
+                    retries=False, redirect=False, assert_same_host=False, preload_content=True,
+                )
+            else:
+                response = self._pool.request(
+                    method, self._url(path, params), body=body, headers=headers, timeout=self._timeout,
+                    retries=False, preload_content=True,
+                )
         except urllib3.exceptions.HTTPError as problem:
             return Failure(transport_error(problem))
         data = response.data

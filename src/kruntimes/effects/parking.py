@@ -30,6 +30,7 @@ import threading
 import time
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from itertools import islice
 from dataclasses import dataclass
 from typing import Final, TypeAlias, final
 
@@ -60,9 +61,12 @@ class Parking:
         self._clock = clock
         self._safety_net = safety_net
         self._lock = threading.Lock()
-        self._groups: dict[tuple[str, str], dict[ParkReason, list[tuple[SortKey, RunKey]]]] = {}
-        """(namespace, runtime) -> reason -> the parked (order, key) pairs, sorted."""
+        self._groups: dict[tuple[str, str], dict[ParkReason, list[RunKey]]] = {}
+        """(namespace, runtime) -> reason -> the parked keys, sorted by :meth:`_rank` (their
+        orders live once, in ``_where``: a backlog of 50,000 is 50,000 entries, not 100,000)."""
         self._where: dict[RunKey, _Parked] = {}
+        self._canonical: dict[Group, Group] = {}
+        """One group tuple shared by all of its parked Runs."""
         self._admitted_at: dict[tuple[str, str], float] = {}
         self._seq = 0
         self._touched: dict[tuple[str, str], int] = {}
@@ -131,8 +135,9 @@ class Parking:
         to walk while other threads park and activate). Costs O(limit), whatever the backlog."""
         with self._lock:
             heads = [self._groups.get((namespace, runtime), {}).get(reason, [])[:limit] for reason in reasons]
-        merged = heads[0] if len(heads) == 1 else list(heapq.merge(*heads))
-        return tuple(key for _, key in merged[:limit])
+            if len(heads) == 1:
+                return tuple(heads[0])
+            return tuple(islice(heapq.merge(*heads, key=self._rank), limit))
 
     def parked_in(self, namespace: str, reason: ParkReason) -> tuple[RunKey, ...]:
         """Every parked key of ``namespace`` with ``reason``, whatever its runtime (any order)."""
@@ -141,7 +146,7 @@ class Parking:
                 key
                 for (ns, _), by_reason in self._groups.items()
                 if ns == namespace
-                for _, key in by_reason.get(reason, ())
+                for key in by_reason.get(reason, ())
             )
 
     def claimed(self, namespace: str, pod: str) -> Resources:
@@ -187,7 +192,7 @@ class Parking:
                 if self._admitted_at.get(group, -1e18) > limit:
                     continue
                 for items in list(by_reason.values()):
-                    out.extend(key for _, key in items if self._where[key].since <= limit)
+                    out.extend(key for key in items if self._where[key].since <= limit)
             for key in out:
                 self._unpark_locked(key)
         return out
@@ -211,22 +216,28 @@ class Parking:
 
     # --- internals (the lock is held) ----------------------------------------------------
 
+    def _rank(self, key: RunKey) -> tuple[SortKey, RunKey]:
+        return self._where[key].order, key
+
     def _park_locked(self, key: RunKey, group: Group, order: SortKey) -> None:
         self._unpark_locked(key)
+        group = self._canonical.setdefault(group, group)
         namespace, runtime, reason = group
-        insort(self._groups.setdefault((namespace, runtime), {}).setdefault(reason, []), (order, key))
         self._where[key] = _Parked(group, order, self._clock())
+        insort(self._groups.setdefault((namespace, runtime), {}).setdefault(reason, []), key, key=self._rank)
 
     def _unpark_locked(self, key: RunKey) -> bool:
-        parked = self._where.pop(key, None)
+        parked = self._where.get(key)
         if parked is None:
             return False
         namespace, runtime, reason = parked.group
         by_reason = self._groups[(namespace, runtime)]
         items = by_reason[reason]
-        del items[bisect_left(items, (parked.order, key))]
+        del items[bisect_left(items, (parked.order, key), key=self._rank)]
+        del self._where[key]
         if not items:
             del by_reason[reason]
+            del self._canonical[parked.group]
             if not by_reason:
                 del self._groups[(namespace, runtime)]
         return True

@@ -623,6 +623,9 @@ class Scheduler:
             key = work.get()
             if key is None:
                 return
+            if queue.hold_until_seen(key):  # planned once the informer shows its last write
+                work.done(key)
+                continue
             queue.started(key)
             try:
                 result = self._cycle.run(key)
@@ -631,6 +634,8 @@ class Scheduler:
                     # the write gate closed inside the term (a renewal late or a pause the Lease
                     # outlived): this key waits for the gate, not for the next term's activation
                     after = RequeueAfter(self._gate_retry)
+                if result.written:
+                    queue.wrote(key, result.written)
                 queue.after_cycle(key, result.step, after, result.outcome)
                 hook = self.results
                 if hook is not None:

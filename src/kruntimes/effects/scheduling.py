@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final, Protocol
 
@@ -95,6 +95,9 @@ class CycleResult:
     settled: Settled
     step: Step | None = None
     """``None`` only when the cycle stopped before planning (never today; kept for hooks)."""
+    written: str = ""
+    """The Run's new resourceVersion when this cycle's wait-message write landed (the Run
+    stays Pending): its next cycle must plan from that version, not from the one before."""
 
     @property
     def outcome(self) -> Outcome:
@@ -191,7 +194,10 @@ class SchedulingCycle:
         self._change(change)
         if isinstance(outcome, Written) and write.purpose == "bind" and write.run.creation_timestamp is not None:
             self._metrics.observe_queue_duration((step.snapshot.now - write.run.creation_timestamp).total_seconds())
-        return self._finish(key, step, settled)
+        result = self._finish(key, step, settled)
+        if isinstance(outcome, Written) and write.purpose == "wait" and outcome.resource_version:
+            return replace(result, written=outcome.resource_version)
+        return result
 
     def _verify(self, step: Step, check: steps.Verify) -> CycleResult:
         """An ambiguous bind's deadline passed: one read decides whether its reservation goes."""

@@ -13,7 +13,11 @@ and an unschedulable pool with queueing hints and a periodic flush, this has:
   for a pod ends its cycle without filling the pod, the pod's remaining room admits the
   next one;
 - the **safety net** (``sweep``): a parked Run of a group that admitted nobody for 30 s
-  is planned again.
+  is planned again;
+- the **echo wait**: a Run whose wait message this scheduler just wrote is not planned
+  again until the informer has shown that write (or :data:`ECHO_WAIT` passed): planned
+  from the version before it, its bind would carry a stale resourceVersion and fail
+  with a conflict, sending it back behind later Runs.
 
 Every decision about *which* Runs an event helps is pure (``wakeups.signals``,
 ``queueing.admit``); this class keeps the mutable sets and the locks.
@@ -21,6 +25,7 @@ Every decision about *which* Runs an event helps is pure (``wakeups.signals``,
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -32,7 +37,7 @@ from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
 from kruntimes.effects.workqueue import WorkQueue, by_policy
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
-from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, RunKey, SchedulerConfig, Snapshot
+from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.planner import precheck
 from kruntimes.pure.queueing import FIFO, MAX_ADMISSION_WALK, ParkReason, QueueEntry, QueueOrder, admit, entry_of, initial_order, park_reason
@@ -44,6 +49,10 @@ from kruntimes.pure.wakeups import Activate, Room, Targets, WakeupSource, signal
 _RELEASING: Final[frozenset[Outcome]] = frozenset({"bind_conflict", "write_failed", "gone", "not_leader", "released"})
 
 _UNKNOWN: Final = QueueEntry(RunKey("", ""))
+
+ECHO_WAIT: Final = 1.0
+"""Seconds a Run waits for the informer to show its own wait-message write before it is
+planned anyway (a relist may skip that version; the bind's precondition still guards)."""
 
 
 class SchedulingQueue:
@@ -72,6 +81,12 @@ class SchedulingQueue:
         order, lane = by_policy(policy, self._entry)
         self.work: WorkQueue[RunKey] = WorkQueue(clock=clock, order=order, lane=lane, observer=metrics)
         self.parking = Parking(clock=clock, safety_net=safety_net)
+        self._clock = clock
+        self._echo_lock = threading.Lock()
+        self._unseen: dict[RunKey, str] = {}
+        """Runs whose wait write landed at this resourceVersion, not yet seen by the informer."""
+        self._held: dict[RunKey, float] = {}
+        """Of those, the ones dequeued meanwhile, and when they were first held."""
 
     # --- what the metrics read at scrape time -------------------------------------------------
 
@@ -119,6 +134,8 @@ class SchedulingQueue:
         """Turn one watch event's signals into activations. ``released``: a reservation the
         event ended without the Run becoming active (it finished, was reset or deleted
         before its bind was seen): its pod has that room back."""
+        if isinstance(event.obj, Run):
+            self._seen(event)
         now = self._now()
         if released is not None:
             run = new.run(RunKey(released.namespace, released.run_name))
@@ -177,6 +194,43 @@ class SchedulingQueue:
             if any(term.selector.matches(labels) for term in terms for labels in signal.labels):
                 woken.append(key)
         for key in self.parking.activate(woken):
+            self.work.add(key)
+
+    # --- a Run's own writes ---------------------------------------------------------------------
+
+    def wrote(self, key: RunKey, version: str) -> None:
+        """``key``'s wait message landed as ``version``: until the informer shows it, a cycle
+        would plan from the version before. (Checked against the state under the lock
+        :meth:`_seen` takes after the informer's swap, so an echo that came first is not missed.)"""
+        with self._echo_lock:
+            run = self._state.get().run(key)
+            if run is not None and run.status.pending and run.resource_version != version:
+                self._unseen[key] = version
+
+    def hold_until_seen(self, key: RunKey) -> bool:
+        """Whether the worker must skip ``key``'s cycle now: its own write is not in the state
+        yet. Its echo queues it again; so does :data:`ECHO_WAIT`, after which it is planned."""
+        with self._echo_lock:
+            if key not in self._unseen:
+                return False
+            now = self._clock()
+            since = self._held.setdefault(key, now)
+            if now - since >= ECHO_WAIT:
+                del self._unseen[key], self._held[key]
+                return False
+        self.work.add_after(key, ECHO_WAIT - (now - since))
+        return True
+
+    def _seen(self, event: Event) -> None:
+        obj = event.obj
+        key = RunKey(obj.namespace, obj.name)
+        with self._echo_lock:
+            version = self._unseen.get(key)
+            if version is None or (event.type != "DELETED" and obj.resource_version != version):
+                return
+            del self._unseen[key]
+            held = self._held.pop(key, None) is not None
+        if held:
             self.work.add(key)
 
     # --- a cycle's end --------------------------------------------------------------------------
