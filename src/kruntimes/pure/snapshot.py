@@ -18,7 +18,7 @@ from operator import attrgetter, itemgetter
 from typing import Final, final
 
 from kruntimes.pure.persistent.lazy import LazyTuple
-from kruntimes.pure.state.cluster import ClusterState, OnPods
+from kruntimes.pure.state.cluster import ClusterState, OnPods, PodIndex
 from kruntimes.pure.ledger import Ledger, NamespaceBook
 from kruntimes.pure.model.objects import (
     AffinityTerm,
@@ -91,7 +91,25 @@ def take(
     )
 
 
-def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str) -> tuple[PodSlot, ...]:
+class CandidateSlots(tuple[PodSlot, ...]):
+    """A snapshot's candidate slots: the tuple itself (equal to it, read as it), plus
+    what placement without a scan reads instead (``kruntimes.pure.placement``): the
+    state's load index of the group the slots come from, and the slots the ledger's
+    reservations changed, by pod name, as ``(state slot, slot here)``. A snapshot
+    built any other way holds a plain tuple, and the planner scans it."""
+
+    load_index: PodIndex | None
+    moved: dict[str, tuple[PodSlot, PodSlot]]
+
+
+def _candidates(slots: Sequence[PodSlot], index: PodIndex | None, moved: dict[str, tuple[PodSlot, PodSlot]]) -> CandidateSlots:
+    out = CandidateSlots(slots)
+    out.load_index = index
+    out.moved = moved
+    return out
+
+
+def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str) -> CandidateSlots:
     """``state.pod_slots(namespace, runtime, reserved totals)``, from the ledger's book.
 
     A pod holding reservations gets ``PodSlot(pod, actual usage + reserved total)``;
@@ -100,18 +118,20 @@ def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, 
     else it is rebuilt here. Pods are found by bisecting the state's sorted names, or
     through one name index when reservations cover a good part of the pods.
     """
+    index = state.load_index(namespace, runtime)
     slots = state.pod_slots(namespace, runtime)
+    moved: dict[str, tuple[PodSlot, PodSlot]] = {}
     if book is None or not slots:
-        return slots
+        return _candidates(slots, index, moved)
     loaded = [on_pod for on_pod in book.pods.values() if on_pod.total]
     if not loaded:
-        return slots
+        return _candidates(slots, index, moved)
     count = len(slots)
     names = list(map(_NAME, loaded))
     # A name index costs ~1 step per pod; the state's chunked names two C bisections per loaded pod.
     if count < len(loaded) * 8:
-        index = dict(zip([slot.pod.name for slot in slots], range(count)))
-        located = list(zip(map(index.get, names), loaded))
+        at = dict(zip([slot.pod.name for slot in slots], range(count)))
+        located = list(zip(map(at.get, names), loaded))
     else:
         located = list(zip(state.slot_positions(namespace, runtime, names), loaded))
     out = list(slots)
@@ -120,10 +140,12 @@ def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, 
             continue  # a pod of another runtime, or gone
         slot = out[position]
         if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
-            out[position] = on_pod.slot
+            changed = on_pod.slot
         else:
-            out[position] = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
-    return tuple(out)
+            changed = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
+        out[position] = changed
+        moved[slot.pod.name] = (slot, changed)
+    return _candidates(out, index, moved)
 
 
 def _targets(
