@@ -60,7 +60,7 @@ from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
 from kruntimes.pure.state.cluster import LoadClass, load_class
 
-__all__ = ["fast_plan"]
+__all__ = ["Placed", "fast_plan", "place", "proven_for"]
 
 _FILTERS: Final = (RuntimePodAvailability, RunAffinity, WorkspacePlacement)
 _SCORES: Final = (LeastLoaded, PreferredRunAffinity)
@@ -83,9 +83,34 @@ def proven_for(registry: Registry) -> bool:
     )
 
 
+class Placed(NamedTuple):
+    """What the index decided: the plan, and for a ``Bind`` the chosen pod's score row."""
+
+    plan: Plan
+    chosen: PodScore | None
+
+
 def fast_plan(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Plan, CycleError] | None:
     """The plan ``plan_cycle`` would make after ``precheck``, or ``None`` when only the
     scan can say (see the module docstring)."""
+    placed = place(run, snapshot, registry)
+    if placed is None:
+        return None
+    if not isinstance(placed, Success):
+        return Failure(placed.failure())
+    return Success(placed.unwrap().plan)
+
+
+def place(
+    run: Run,
+    snapshot: Snapshot,
+    registry: Registry,
+    *,
+    max_classes: int = MAX_CLASSES,
+    singled_out_share: int = SINGLED_OUT_SHARE,
+) -> Result[Placed, CycleError] | None:
+    """:func:`fast_plan` with the chosen pod's scores; the limits are the points at
+    which the scan is cheaper (a share of 0: never for singled-out pods)."""
     pods = snapshot.pods
     if not isinstance(pods, CandidateSlots) or not proven_for(registry):
         return None
@@ -93,7 +118,7 @@ def fast_plan(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Plan, 
     if index is None or not pods:
         return None
     classes = index.classes
-    if len(classes) > MAX_CLASSES:
+    if len(classes) > max_classes:
         return None
     oldest = snapshot.now - snapshot.config.stale_after()
     if oldest.tzinfo is None:
@@ -113,7 +138,7 @@ def fast_plan(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Plan, 
         if hosts is None:
             return None
         for on in hosts.values():
-            if len(on) * SINGLED_OUT_SHARE > index.count:
+            if len(on) * singled_out_share > index.count:
                 return None
             for name in on:
                 found = index.slot(name)
@@ -124,7 +149,7 @@ def fast_plan(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Plan, 
         found = index.slot(workspace.bound_pod)
         if found is not None:
             single[workspace.bound_pod] = found
-    if len(single) * SINGLED_OUT_SHARE > index.count:
+    if len(single) * singled_out_share > index.count:
         return None
 
     taken: dict[LoadClass, int] = {}
@@ -161,7 +186,7 @@ def _slot_name(slot: PodSlot) -> str:
     return slot.pod.name
 
 
-def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]) -> Result[Plan, CycleError]:
+def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]) -> Result[Placed, CycleError]:
     prepared = prepare_filters(run, snapshot, registry)
     if not isinstance(prepared, Success):
         return Failure(prepared.failure())
@@ -184,12 +209,13 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
             return Failure(table.failure())
         rejections = table.unwrap()
     if not feasible:
-        return Success(Wait(wait_message(run, registry, rejections), rejections))
+        return Success(Placed(Wait(wait_message(run, registry, rejections), rejections), None))
 
     slots = tuple(unit.slot for unit in feasible)
     sizes = [unit.size for unit in feasible]
     n = sum(sizes)
     totals = [0] * len(slots)
+    columns: list[Sequence[int]] = []
     for entry in registry.scores:
         plugin = entry.plugin
         scores: Sequence[int]
@@ -208,20 +234,22 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
                         f'score plugin "{entry.name}" pod "{slots[i].pod.name}" returned {value} outside 0..100',
                     )
                 )
+        columns.append(scores)
         weight = entry.weight
         totals = [total + value * weight for total, value in zip(totals, scores)]
     top = max(totals)
-    best = min((slot for slot, total in zip(slots, totals) if total == top), key=_slot_name)
+    at = min((i for i, total in enumerate(totals) if total == top), key=lambda i: slots[i].pod.name)
+    best = slots[at].pod
+    chosen = PodScore(best.name, tuple((e.name, column[at]) for e, column in zip(registry.scores, columns)), top)
     deferred = _Deferred(run, snapshot, registry)
-    return Success(
-        Bind(
-            pod=best.pod.name,
-            pod_uid=best.pod.uid,
-            ranking=_Later(deferred, n, _names),
-            scores=_Later(deferred, n, _rows),
-            rejections=rejections,
-        )
+    bind = Bind(
+        pod=best.name,
+        pod_uid=best.uid,
+        ranking=_Later(deferred, n, _names),
+        scores=_Later(deferred, n, _rows),
+        rejections=rejections,
     )
+    return Success(Placed(bind, chosen))
 
 
 def _rank_scores(keys: Sequence[tuple[Amount, Amount]], sizes: Sequence[int], n: int) -> list[int]:
