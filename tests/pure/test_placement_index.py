@@ -52,9 +52,10 @@ def registries(draw: st.DrawFn) -> Registry:
         ("PreferredRunAffinity", PreferredRunAffinity),
         ("LeastLoaded", LeastLoaded),
     ]
-    for name, factory in draw(st.permutations(scores)):
+    for score_name, score_factory in draw(st.permutations(scores)):
         if draw(st.integers(0, 4)):
-            registry = must(registry.register_score(name, draw(st.sampled_from([1, 1, 2, 3, 7])), factory))
+            weight = draw(st.sampled_from([1, 1, 2, 3, 7]))
+            registry = must(registry.register_score(score_name, weight, score_factory))
     return registry
 
 
