@@ -48,7 +48,7 @@ from returns.result import Failure, Result, Success
 from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.framework.runtime import prepare_filters, rejection_table, run_filters, run_scores, wait_message
-from kruntimes.pure.model.objects import NEVER_US, PodSlot, Run, Snapshot, epoch_us
+from kruntimes.pure.model.objects import NEVER_US, RUNS_RESOURCE, PodSlot, Run, Snapshot, epoch_us
 from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.model.plan import Bind, CycleError, Plan, PodScore, ScoreTable, Wait
 from kruntimes.pure.persistent.lazy import LazyTuple
@@ -115,8 +115,6 @@ def place(
     if not isinstance(pods, CandidateSlots) or not proven_for(registry):
         return None
     index = pods.load_index
-    if index is None or not pods:
-        return None
     classes = index.classes
     if len(classes) > max_classes:
         return None
@@ -127,7 +125,8 @@ def place(
     moved = pods.moved
     # The pods judged one by one, with the slot the scan would see.
     single: dict[str, PodSlot] = {}
-    for chunk, low in zip(index.chunks, index.probe_mins):
+    probe_mins = index.probe_mins
+    for chunk, low in zip(index.chunks, probe_mins) if min(probe_mins) < oldest_us else ():
         if low < oldest_us:
             for slot in chunk:
                 probe = slot.pod.available_probe_us
@@ -161,10 +160,28 @@ def place(
     for name, (state_slot, slot) in moved.items():
         if name in single:
             single[name] = slot
+            continue
+        # load_class of both slots, inlined for the common runs-only pod (same pod: only usage differs)
+        pod = slot.pod
+        runs = pod.only_runs_capacity
+        before, after = state_slot.usage, slot.usage
+        if (
+            runs
+            and len(pod.capacity) == 1
+            and (not before or (len(before) == 1 and RUNS_RESOURCE in before))
+            and (len(after) == 1 and RUNS_RESOURCE in after)
+        ):
+            ok = pod.available_probe_us != NEVER_US
+            old_key: LoadClass = (runs, state_slot.runs_used, ok)
+            new_key: LoadClass = (runs, slot.runs_used, ok)
         else:
-            key = load_class(state_slot)
-            taken[key] = taken.get(key, 0) + 1
-            shifted.setdefault(load_class(slot), []).append(slot)
+            old_key, new_key = load_class(state_slot), load_class(slot)
+        taken[old_key] = taken.get(old_key, 0) + 1
+        held = shifted.get(new_key)
+        if held is None:
+            shifted[new_key] = [slot]
+        else:
+            held.append(slot)
     for name, slot in single.items():
         units.append(_Unit(slot, 1))
     for key, names in classes.items():

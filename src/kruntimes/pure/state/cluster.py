@@ -227,6 +227,21 @@ class _PodGroup:
             return None
         return sum(map(len, self.chunks[:j])) + i
 
+    def indexes_of(self, names: Iterable[str]) -> list[int | None]:
+        """:meth:`index_of` for many names, the chunk offsets summed once."""
+        offsets = list(accumulate(map(len, self.chunks), initial=0))
+        firsts, all_names = self.firsts, self.names
+        out: list[int | None] = []
+        for name in names:
+            j = bisect_right(firsts, name) - 1
+            if j < 0:
+                out.append(None)
+                continue
+            chunk_names = all_names[j]
+            i = bisect_left(chunk_names, name)
+            out.append(offsets[j] + i if i < len(chunk_names) and chunk_names[i] == name else None)
+        return out
+
     def slot(self, name: str) -> PodSlot | None:
         """The slot of pod ``name``, or ``None``; two bisections."""
         j = bisect_right(self.firsts, name) - 1
@@ -402,7 +417,7 @@ class ClusterState:
         group = self._groups.get((namespace, runtime))
         if group is None:
             return [None for _ in names]
-        return list(map(group.index_of, names))
+        return group.indexes_of(names)
 
     def load_index(self, namespace: str, runtime: str) -> _PodGroup | None:
         """The candidate group of ``(namespace, runtime)`` with its load index (for the
