@@ -41,20 +41,20 @@ This is a purely computational module with no side effects.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final, NamedTuple, TypeVar, final
+from typing import Any, Final, NamedTuple, TypeVar, final
 
 from returns.result import Failure, Result, Success
 
+from kruntimes.pure.framework.batch import BatchFilter
 from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.framework.runtime import prepare_filters, rejection_table, run_filters, run_scores, wait_message
 from kruntimes.pure.model.objects import NEVER_US, RUNS_RESOURCE, PodSlot, Run, Snapshot, epoch_us
-from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.model.plan import Bind, CycleError, Plan, PodScore, ScoreTable, Wait
 from kruntimes.pure.persistent.lazy import LazyTuple
 from kruntimes.pure.plugins.affinity import RunAffinity
 from kruntimes.pure.plugins.availability import RuntimePodAvailability
-from kruntimes.pure.plugins.least_loaded import LeastLoaded, scaled_keys
+from kruntimes.pure.plugins.least_loaded import LeastLoaded, runs_only_keys, scaled_keys
 from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
@@ -210,7 +210,29 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
     chain = prepared.unwrap()
     counts: dict[tuple[int, str], int] = {}
     feasible: list[_Unit] = []
+    # Pods judged alone go through the filters as the scan sends its pods (a whole list
+    # at a time where the filter can); a unit of many, one representative call per filter.
+    alone: Sequence[PodSlot] = [unit.slot for unit in units if unit.size == 1]
+    for index, _, pod_filter in chain:
+        if not alone:
+            break
+        if isinstance(pod_filter, BatchFilter):
+            alone, rejected = pod_filter.select(alone)
+            for reason, count in rejected.items():
+                counts[(index, reason)] = counts.get((index, reason), 0) + count
+            continue
+        kept: list[PodSlot] = []
+        for slot in alone:
+            verdict = pod_filter(slot)
+            if verdict is None:
+                kept.append(slot)
+            else:
+                counts[(index, verdict)] = counts.get((index, verdict), 0) + 1
+        alone = kept
+    feasible.extend(_Unit(slot, 1) for slot in alone)
     for unit in units:
+        if unit.size == 1:
+            continue
         for index, _, pod_filter in chain:
             verdict = pod_filter(unit.slot)
             if verdict is not None:
@@ -237,7 +259,9 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
         plugin = entry.plugin
         scores: Sequence[int]
         if isinstance(plugin, LeastLoaded):
-            scores = _rank_scores(scaled_keys(slots, run.requests), sizes, n)
+            fast = runs_only_keys(slots, run.requests)
+            keys: Sequence[object] = fast if fast is not None else scaled_keys(slots, run.requests)
+            scores = _rank_scores(keys, sizes, n)
         else:
             prepared_score = plugin.prepare(run, snapshot)
             if not isinstance(prepared_score, Success):
@@ -269,7 +293,7 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
     return Success(Placed(bind, chosen))
 
 
-def _rank_scores(keys: Sequence[tuple[Amount, Amount]], sizes: Sequence[int], n: int) -> list[int]:
+def _rank_scores(keys: Sequence[Any], sizes: Sequence[int], n: int) -> list[int]:
     """``LeastLoaded``'s normalized score per unit: ``s`` = the pods of units with a
     strictly lower key; one pod → 100."""
     if n == 1:
