@@ -90,7 +90,7 @@ def test_the_index_chooses_the_pod_scores_and_rejections_of_the_full_scan(world:
         event("ended before filtering")
         return
     assert isinstance(snapshot.pods, CandidateSlots)
-    placed = place(run, snapshot, registry, max_classes=10**6, singled_out_share=0)
+    placed = place(run, snapshot, registry, max_classes=10**6, singled_out_share=0, min_pods=0)
     full = plan_cycle(scanned(snapshot), registry)
     if placed is None:
         event("scan only")
