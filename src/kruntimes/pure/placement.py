@@ -31,8 +31,10 @@ its first name; the winner is the best total, then the lowest name, over the
 units: exactly the pod, scores and tie break of the scan.
 
 Used only for profiles made of these five plugins (any subset, order and
-weights); a snapshot not cut by ``snapshot.take``, a naive clock, many load
-classes or many singled-out pods go to the scan. The Bind's ranking and scores
+weights); a snapshot not cut by ``snapshot.take``, a naive clock, fewer than
+:data:`MIN_PODS` pods, more than :data:`MAX_CLASSES` load classes, or more than
+a quarter of the pods reserved or singled out go to the scan (there the units
+are nearly the pods, and the scan's whole-list filters are cheaper). The Bind's ranking and scores
 are the scan's, computed when read (cycle log, ``explain``, ``simulate``).
 
 This is a purely computational module with no side effects.
