@@ -74,6 +74,8 @@ QUICK_SIZES: Final = "2:0,100:1000,1000:0,1000:10000"
 TARGET_US: Final[dict[int, float]] = {100: 200.0, 1000: 1000.0, 5000: 5000.0}
 TARGET_RATIO: Final = 1.2
 TARGET_EVENT_US: Final = 10.0
+TARGET_PLAIN_US: Final[dict[int, float]] = {5000: 200.0}
+"""A plain Run (no affinity) is placed from the load index: its cycle does not grow with the pods."""
 
 VARIANTS: Final = ("plain", "anti", "cohort", "preferred", "full")
 EXPECTED: Final[dict[str, type]] = {"plain": Bind, "anti": Bind, "cohort": Bind, "preferred": Bind, "full": Wait}
@@ -406,6 +408,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         value = median(p, a, worst) or 0.0
         checks.append({"target": f"cycle at {p} pods / {a} active <= {limit:g} us (worst variant {worst})",
                        "value_us": value, "ok": value <= limit})
+    for (p, a) in sorted(worlds):
+        plain_limit = TARGET_PLAIN_US.get(p)
+        if plain_limit is not None and a > 0:
+            plain = median(p, a, "plain") or 0.0
+            checks.append({"target": f"plain cycle at {p} pods / {a} active <= {plain_limit:g} us",
+                           "value_us": plain, "ok": plain <= plain_limit})
     for (p, a) in sorted(worlds):
         if a > 0 and (p, 0) in worlds:
             ratios = {v: round((median(p, a, v) or 0.0) / (median(p, 0, v) or 1.0), 3) for v in VARIANTS if v != "anti"}

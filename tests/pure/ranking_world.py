@@ -142,7 +142,7 @@ class World:
     @property
     def pods(self) -> tuple[PodSlot, ...]:
         """The candidate slots the cycle sees (the snapshot's)."""
-        return self.snapshot().pods
+        return tuple(self.snapshot().pods)
 
     def oracle(self) -> OracleAnswer:
         return plan_by_spec(

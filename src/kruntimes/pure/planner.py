@@ -22,6 +22,7 @@ from kruntimes.pure.framework.runtime import run_filters, run_scores, wait_messa
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import Run, Snapshot, first_condition
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait, ranked_views
+from kruntimes.pure.placement import fast_plan
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 
 __all__ = [
@@ -104,13 +105,18 @@ def plan_cycle(snapshot: Snapshot, registry: Registry = DEFAULT_REGISTRY) -> Res
 
     A purely computational function with no side effects: the same snapshot and
     registry always give the same plan, whatever the order of ``snapshot.pods``
-    and ``snapshot.targets``.
+    and ``snapshot.targets``, and whether it comes from the load index or the scan.
     """
     early = precheck(snapshot)
     if early is not None:
         return Success(early)
     run = snapshot.run
     assert run is not None  # precheck answers Skip("not found") otherwise
+    # The same plan from the state's load index when the profile and snapshot allow
+    # it (kruntimes.pure.placement); else every pod is filtered and scored.
+    fast = fast_plan(run, snapshot, registry)
+    if fast is not None:
+        return fast
     filtered = run_filters(run, snapshot, registry)
     if not isinstance(filtered, Success):
         return Failure(filtered.failure())

@@ -18,7 +18,7 @@ from operator import attrgetter, itemgetter
 from typing import Final, final
 
 from kruntimes.pure.persistent.lazy import LazyTuple
-from kruntimes.pure.state.cluster import ClusterState, OnPods
+from kruntimes.pure.state.cluster import ClusterState, OnPods, PodIndex
 from kruntimes.pure.ledger import Ledger, NamespaceBook
 from kruntimes.pure.model.objects import (
     AffinityTerm,
@@ -91,39 +91,69 @@ def take(
     )
 
 
-def _pod_slots(state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str) -> tuple[PodSlot, ...]:
-    """``state.pod_slots(namespace, runtime, reserved totals)``, from the ledger's book.
+@final
+class CandidateSlots(LazyTuple[PodSlot]):
+    """A snapshot's candidate slots (sorted by name, reservations added), built as one
+    tuple only when read (the scan, a cycle log, ``explain``) and equal to it; what
+    placement without a scan (``kruntimes.pure.placement``) reads instead: the state's
+    load index of the group, and the slots the ledger's reservations change, by pod
+    name, as ``(state slot, slot here)``. A snapshot built any other way holds a plain
+    tuple, and the planner scans it."""
+
+    __slots__ = ("load_index", "moved", "_built")
+
+    def __init__(self, load_index: PodIndex, moved: dict[str, tuple[PodSlot, PodSlot]]) -> None:
+        self.load_index = load_index
+        self.moved = moved
+        self._built: tuple[PodSlot, ...] | None = None
+
+    def _items(self) -> tuple[PodSlot, ...]:
+        built = self._built
+        if built is None:
+            slots = self.load_index.slots()
+            moved = self.moved
+            if moved:
+                out = list(slots)
+                for at, (_, slot) in zip(self.load_index.indexes_of(moved), moved.values()):
+                    if at is not None:
+                        out[at] = slot
+                slots = tuple(out)
+            built = self._built = slots
+        return built
+
+    def __len__(self) -> int:
+        return self.load_index.count
+
+
+def _pod_slots(
+    state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str
+) -> CandidateSlots | tuple[PodSlot, ...]:
+    """``state.pod_slots(namespace, runtime, reserved totals)``, from the ledger's book,
+    as a :class:`CandidateSlots` (``()`` without pods).
 
     A pod holding reservations gets ``PodSlot(pod, actual usage + reserved total)``;
     the book keeps that slot ready (``PodReservations.slot``), used as is while the
     state's slot still holds the very pod and usage objects it was derived from —
-    else it is rebuilt here. Pods are found by bisecting the state's sorted names, or
-    through one name index when reservations cover a good part of the pods.
+    else it is rebuilt here. Each such pod is found by two bisections in the state's
+    chunked names; the other slots are the state's, gathered only when read.
     """
-    slots = state.pod_slots(namespace, runtime)
-    if book is None or not slots:
-        return slots
-    loaded = [on_pod for on_pod in book.pods.values() if on_pod.total]
-    if not loaded:
-        return slots
-    count = len(slots)
-    names = list(map(_NAME, loaded))
-    # A name index costs ~1 step per pod; the state's chunked names two C bisections per loaded pod.
-    if count < len(loaded) * 8:
-        index = dict(zip([slot.pod.name for slot in slots], range(count)))
-        located = list(zip(map(index.get, names), loaded))
-    else:
-        located = list(zip(state.slot_positions(namespace, runtime, names), loaded))
-    out = list(slots)
-    for position, on_pod in located:
-        if position is None:
-            continue  # a pod of another runtime, or gone
-        slot = out[position]
-        if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
-            out[position] = on_pod.slot
-        else:
-            out[position] = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
-    return tuple(out)
+    index = state.load_index(namespace, runtime)
+    if index is None:
+        return ()
+    moved: dict[str, tuple[PodSlot, PodSlot]] = {}
+    if book is not None:
+        find = index.slot
+        for name, on_pod in book.pods.items():
+            if not on_pod.total:
+                continue
+            slot = find(name)
+            if slot is None:
+                continue  # a pod of another runtime, or gone
+            if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
+                moved[name] = (slot, on_pod.slot)
+            else:
+                moved[name] = (slot, PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total)))
+    return CandidateSlots(index, moved)
 
 
 def _targets(

@@ -31,7 +31,16 @@ from kruntimes.pure.model.messages import waiting_for_pods
 from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
 from kruntimes.pure.model.plan import CycleError, Rejections, ScoreTable
 
-__all__ = ["Filtered", "Scored", "prepare_filters", "run_filters", "run_scores", "undeclared_reason", "wait_message"]
+__all__ = [
+    "Filtered",
+    "Scored",
+    "prepare_filters",
+    "rejection_table",
+    "run_filters",
+    "run_scores",
+    "undeclared_reason",
+    "wait_message",
+]
 
 
 def prepare_filters(
@@ -91,13 +100,13 @@ def run_filters(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Filt
         feasible = kept
     if not counts:
         return Success(Filtered(tuple(feasible), ()))
-    rejections = _rejections(registry, counts)
+    rejections = rejection_table(registry, counts)
     if not isinstance(rejections, Success):
         return Failure(rejections.failure())
     return Success(Filtered(tuple(feasible), rejections.unwrap()))
 
 
-def _rejections(registry: Registry, counts: dict[tuple[int, str], int]) -> Result[Rejections, CycleError]:
+def rejection_table(registry: Registry, counts: dict[tuple[int, str], int]) -> Result[Rejections, CycleError]:
     """``(plugin, reason, count)`` by registration order, then reason; reasons must be declared."""
     result: list[tuple[str, str, int]] = []
     for (index, reason), count in sorted(counts.items()):

@@ -404,7 +404,8 @@ class Snapshot:
 
     key: RunKey
     run: Run | None
-    pods: tuple[PodSlot, ...]
+    pods: Sequence[PodSlot]
+    """A tuple, or ``snapshot.take``'s view that gathers them on first read (equal to the tuple)."""
     targets: Sequence[Target]
     """A tuple, or ``snapshot.take``'s view that orders them on first read (equal to the tuple)."""
     workspace: Workspace | None

@@ -47,6 +47,7 @@ from kruntimes.pure.model.objects import Object
 from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
 from kruntimes.pure.model.objects import (
     EMPTY_LABELS,
+    NEVER_US,
     EMPTY_RESOURCES,
     RUNS_RESOURCE,
     LabelSelector,
@@ -95,19 +96,88 @@ _CHUNK: Final = 64
 """Most slots per chunk: a slot update copies one chunk and the chunk tuple."""
 
 
+LoadClass: TypeAlias = "tuple[int, Amount, bool] | tuple[tuple[tuple[str, Amount], ...], tuple[tuple[str, Amount], ...], bool]"
+"""What every verdict and load key of a pod that nothing else singles out depends on:
+(capacity, usage, whether the pod can be available at all). ``(runs capacity, runs
+used, ok)`` for the common pod with only an integer ``runs`` capacity and runs-only
+usage, else the sorted items of both (the two shapes never compare equal)."""
+
+NO_PROBE: Final = 1 << 62
+"""The probe minimum of a chunk with no pod that may ever be available."""
+NAIVE_PROBE: Final = NEVER_US + 1
+"""The probe minimum of a chunk holding a pod with a naive ``lastProbeTime``: below every
+cutoff, so the planner always looks at that chunk's pods one by one."""
+
+
+def load_class(slot: PodSlot) -> LoadClass:
+    """The load class of a slot (see :data:`LoadClass`)."""
+    pod = slot.pod
+    ok = pod.available_probe_us != NEVER_US
+    runs = pod.only_runs_capacity
+    usage = slot.usage
+    if runs and len(pod.capacity) == 1 and (not usage or (len(usage) == 1 and RUNS_RESOURCE in usage)):
+        return (runs, slot.runs_used, ok)
+    return (tuple(sorted(pod.capacity.items())), tuple(sorted(usage.items())), ok)
+
+
+def _probe_min(chunk: tuple[PodSlot, ...]) -> int:
+    """The earliest heartbeat (µs) among the chunk's pods that may be available."""
+    low = NO_PROBE
+    for slot in chunk:
+        probe = slot.pod.available_probe_us
+        if probe is None:
+            return NAIVE_PROBE
+        if probe != NEVER_US and probe < low:
+            low = probe
+    return low
+
+
+def _with_name(names: tuple[str, ...] | None, name: str) -> tuple[str, ...]:
+    if not names:
+        return (name,)
+    at = bisect_left(names, name)
+    return names[:at] + (name,) + names[at:]
+
+
+def _reclass(
+    classes: PDict[LoadClass, tuple[str, ...]], name: str, old: LoadClass | None, new: LoadClass | None
+) -> PDict[LoadClass, tuple[str, ...]]:
+    """``classes`` with ``name`` moved from class ``old`` to class ``new`` (either may be ``None``)."""
+    if old == new:
+        return classes
+    if old is not None:
+        names = classes.get(old)
+        if names is not None:
+            at = bisect_left(names, name)
+            if at < len(names) and names[at] == name:
+                names = names[:at] + names[at + 1 :]
+                classes = classes.set(old, names) if names else classes.discard(old)
+    if new is not None:
+        classes = classes.set(new, _with_name(classes.get(new), name))
+    return classes
+
+
 class _PodGroup:
-    """The pod slots of one (namespace, runtime), sorted by pod name, in chunks.
+    """The pod slots of one (namespace, runtime), sorted by pod name, in chunks, with
+    the load index the planner reads instead of every slot (docs/architecture.md,
+    "Placement without a scan"): the pod names per load class, and per chunk the
+    earliest heartbeat, so the pods a cycle must look at one by one (stale ones)
+    are found by chunk.
 
     Immutable: ``put``/``remove`` return a new group sharing untouched chunks.
     """
 
-    __slots__ = ("firsts", "names", "chunks", "count")
+    __slots__ = ("firsts", "names", "chunks", "count", "classes", "probe_mins")
 
     firsts: tuple[str, ...]
     """The first pod name of each chunk (for bisect)."""
     names: tuple[tuple[str, ...], ...]
     chunks: tuple[tuple[PodSlot, ...], ...]
     count: int
+    classes: PDict[LoadClass, tuple[str, ...]]
+    """load class -> the names of its pods, sorted (never empty)."""
+    probe_mins: tuple[int, ...]
+    """Per chunk, :func:`_probe_min`."""
 
     def __init__(
         self,
@@ -115,15 +185,24 @@ class _PodGroup:
         names: tuple[tuple[str, ...], ...],
         chunks: tuple[tuple[PodSlot, ...], ...],
         count: int,
+        classes: PDict[LoadClass, tuple[str, ...]],
+        probe_mins: tuple[int, ...],
     ) -> None:
         self.firsts, self.names, self.chunks, self.count = firsts, names, chunks, count
+        self.classes, self.probe_mins = classes, probe_mins
 
     @staticmethod
     def of(slots: Iterable[PodSlot]) -> _PodGroup:
         ordered = sorted(slots, key=_slot_name)
         chunks = tuple(tuple(ordered[i : i + _CHUNK // 2]) for i in range(0, len(ordered), _CHUNK // 2))
         names = tuple(tuple(s.pod.name for s in chunk) for chunk in chunks)
-        return _PodGroup(tuple(n[0] for n in names), names, chunks, len(ordered))
+        by_class: dict[LoadClass, list[str]] = {}
+        for slot in ordered:
+            by_class.setdefault(load_class(slot), []).append(slot.pod.name)
+        classes = pdict({key: tuple(held) for key, held in by_class.items()})
+        return _PodGroup(
+            tuple(n[0] for n in names), names, chunks, len(ordered), classes, tuple(map(_probe_min, chunks))
+        )
 
     def slots(self) -> tuple[PodSlot, ...]:
         chunks = self.chunks
@@ -148,22 +227,65 @@ class _PodGroup:
             return None
         return sum(map(len, self.chunks[:j])) + i
 
+    def indexes_of(self, names: Iterable[str]) -> list[int | None]:
+        """:meth:`index_of` for many names, the chunk offsets summed once."""
+        offsets = list(accumulate(map(len, self.chunks), initial=0))
+        firsts, all_names = self.firsts, self.names
+        out: list[int | None] = []
+        for name in names:
+            j = bisect_right(firsts, name) - 1
+            if j < 0:
+                out.append(None)
+                continue
+            chunk_names = all_names[j]
+            i = bisect_left(chunk_names, name)
+            out.append(offsets[j] + i if i < len(chunk_names) and chunk_names[i] == name else None)
+        return out
+
+    def slot(self, name: str) -> PodSlot | None:
+        """The slot of pod ``name``, or ``None``; two bisections."""
+        j = bisect_right(self.firsts, name) - 1
+        if j < 0:
+            return None
+        names = self.names[j]
+        i = bisect_left(names, name)
+        if i == len(names) or names[i] != name:
+            return None
+        return self.chunks[j][i]
+
     def put(self, slot: PodSlot) -> _PodGroup:
         name = slot.pod.name
         chunks, names, firsts = self.chunks, self.names, self.firsts
         if not chunks:
-            return _PodGroup((name,), ((name,),), ((slot,),), 1)
+            return _PodGroup.of((slot,))
         j = max(bisect_right(firsts, name) - 1, 0)
         chunk, chunk_names = chunks[j], names[j]
         i = bisect_left(chunk_names, name)
+        probe_mins = self.probe_mins
         if i < len(chunk_names) and chunk_names[i] == name:
             # A heartbeat or a usage change: one slot replaced (list round trips are
-            # the cheapest tuple copies).
+            # the cheapest tuple copies). A heartbeat keeps the load class, and it only
+            # moves the probe later: the chunk's minimum is recomputed only when the
+            # pod held it.
+            before = chunk[i]
             slots = list(chunk)
             slots[i] = slot
             replaced = list(chunks)
-            replaced[j] = tuple(slots)
-            return _PodGroup(firsts, names, tuple(replaced), self.count)
+            replaced[j] = new_chunk = tuple(slots)
+            low = probe_mins[j]
+            old_probe, new_probe = before.pod.available_probe_us, slot.pod.available_probe_us
+            if old_probe is None or new_probe is None or old_probe <= low or new_probe < low:
+                mins = list(probe_mins)
+                mins[j] = _probe_min(new_chunk)
+                probe_mins = tuple(mins)
+            classes = self.classes
+            if (
+                before.usage is not slot.usage
+                or (old_probe == NEVER_US) != (new_probe == NEVER_US)
+                or before.pod.capacity != slot.pod.capacity
+            ):
+                classes = _reclass(classes, name, load_class(before), load_class(slot))
+            return _PodGroup(firsts, names, tuple(replaced), self.count, classes, probe_mins)
         chunk = chunk[:i] + (slot,) + chunk[i:]
         chunk_names = chunk_names[:i] + (name,) + chunk_names[i:]
         if len(chunk) <= _CHUNK:
@@ -175,7 +297,12 @@ class _PodGroup:
             new_names = (chunk_names[:half], chunk_names[half:])
         names = names[:j] + new_names + names[j + 1 :]
         return _PodGroup(
-            tuple(n[0] for n in names), names, chunks[:j] + new_chunks + chunks[j + 1 :], self.count + 1
+            tuple(n[0] for n in names),
+            names,
+            chunks[:j] + new_chunks + chunks[j + 1 :],
+            self.count + 1,
+            _reclass(self.classes, name, None, load_class(slot)),
+            probe_mins[:j] + tuple(map(_probe_min, new_chunks)) + probe_mins[j + 1 :],
         )
 
     def remove(self, name: str) -> _PodGroup | None:
@@ -189,15 +316,23 @@ class _PodGroup:
             return self
         if self.count == 1:
             return None
+        classes = _reclass(self.classes, name, load_class(chunk[i]), None)
         chunk = chunk[:i] + chunk[i + 1 :]
         chunk_names = chunk_names[:i] + chunk_names[i + 1 :]
+        probe_mins = self.probe_mins
         if chunk:
             chunks = self.chunks[:j] + (chunk,) + self.chunks[j + 1 :]
             names = self.names[:j] + (chunk_names,) + self.names[j + 1 :]
+            probe_mins = probe_mins[:j] + (_probe_min(chunk),) + probe_mins[j + 1 :]
         else:
             chunks = self.chunks[:j] + self.chunks[j + 1 :]
             names = self.names[:j] + self.names[j + 1 :]
-        return _PodGroup(tuple(n[0] for n in names), names, chunks, self.count - 1)
+            probe_mins = probe_mins[:j] + probe_mins[j + 1 :]
+        return _PodGroup(tuple(n[0] for n in names), names, chunks, self.count - 1, classes, probe_mins)
+
+
+PodIndex: TypeAlias = _PodGroup
+"""The candidate slots of one (namespace, runtime) with their load index (read-only)."""
 
 
 def _slot_name(slot: PodSlot) -> str:
@@ -288,7 +423,12 @@ class ClusterState:
         group = self._groups.get((namespace, runtime))
         if group is None:
             return [None for _ in names]
-        return list(map(group.index_of, names))
+        return group.indexes_of(names)
+
+    def load_index(self, namespace: str, runtime: str) -> _PodGroup | None:
+        """The candidate group of ``(namespace, runtime)`` with its load index (for the
+        planner's placement without a scan), or ``None`` when there is no pod."""
+        return self._groups.get((namespace, runtime))
 
     def workspace(self, namespace: str, name: str) -> Workspace | None:
         return self._workspaces.get((namespace, name))
