@@ -216,8 +216,8 @@ class _PodGroup:
         for names, start in zip(self.names, starts):
             yield from zip(names, range(start, start + len(names)))
 
-    def index_of(self, name: str) -> int | None:
-        """The position of ``name`` in :meth:`slots`, or ``None``."""
+    def _locate(self, name: str) -> tuple[int, int] | None:
+        """(chunk, position in it) of pod ``name``, or ``None``; two bisections."""
         j = bisect_right(self.firsts, name) - 1
         if j < 0:
             return None
@@ -225,7 +225,12 @@ class _PodGroup:
         i = bisect_left(names, name)
         if i == len(names) or names[i] != name:
             return None
-        return sum(map(len, self.chunks[:j])) + i
+        return j, i
+
+    def index_of(self, name: str) -> int | None:
+        """The position of ``name`` in :meth:`slots`, or ``None``."""
+        found = self._locate(name)
+        return None if found is None else sum(map(len, self.chunks[: found[0]])) + found[1]
 
     def indexes_of(self, names: Iterable[str]) -> list[int | None]:
         """:meth:`index_of` for many names, the chunk offsets summed once."""
@@ -244,14 +249,8 @@ class _PodGroup:
 
     def slot(self, name: str) -> PodSlot | None:
         """The slot of pod ``name``, or ``None``; two bisections."""
-        j = bisect_right(self.firsts, name) - 1
-        if j < 0:
-            return None
-        names = self.names[j]
-        i = bisect_left(names, name)
-        if i == len(names) or names[i] != name:
-            return None
-        return self.chunks[j][i]
+        found = self._locate(name)
+        return None if found is None else self.chunks[found[0]][found[1]]
 
     def put(self, slot: PodSlot) -> _PodGroup:
         name = slot.pod.name
