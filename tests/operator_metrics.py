@@ -27,6 +27,9 @@ OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
     "kruntimes_scheduler_event_writes_total": {"result": frozenset({"written", "failed", "dropped", "fenced"})},
     "kruntimes_scheduler_informer_relists_total": {"kind": KINDS},
     "kruntimes_scheduler_informer_watch_restarts_total": {"kind": KINDS},
+    "kruntimes_scheduler_shard_members": {},
+    "kruntimes_scheduler_shard_namespaces": {"state": frozenset({"owned", "desired"})},
+    "kruntimes_scheduler_shard_handoffs_total": {"kind": frozenset({"acquired", "released", "fenced", "lost"})},
     "kruntimes_build_info": {"version": frozenset({package_version()})},
 }
 """Sample name (a histogram's base name) -> label -> its allowed values."""

@@ -43,6 +43,9 @@ OPERATOR_METRICS = {
     "kruntimes_scheduler_event_writes": ("counter", {("result",)}),
     "kruntimes_scheduler_informer_relists": ("counter", {("kind",)}),
     "kruntimes_scheduler_informer_watch_restarts": ("counter", {("kind",)}),
+    "kruntimes_scheduler_shard_members": ("gauge", {()}),
+    "kruntimes_scheduler_shard_namespaces": ("gauge", {("state",)}),
+    "kruntimes_scheduler_shard_handoffs": ("counter", {("kind",)}),
     "kruntimes_build_info": ("gauge", {("version",)}),
 }
 """What operators alert on beyond SPEC §9 (docs/operations.md, "Metrics and alerts")."""

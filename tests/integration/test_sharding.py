@@ -3,6 +3,7 @@ own, a graceful stop hands its namespaces over at once, and the new owner binds 
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 from kruntimes.devcluster import DevCluster
@@ -59,6 +60,9 @@ def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
     assert wait_until(lambda: _all_open(alpha, beta), timeout=15), "the namespaces were not split"
     assert alpha.shard is not None and beta.shard is not None
     assert len(alpha.shard.owned) == len(beta.shard.owned) == 2  # at most ceil(4 / 2) each
+    for replica in (alpha, beta):  # each watches only its own namespaces
+        assert replica.shard is not None
+        assert {pod.namespace for pod in replica.state.get().pods()} == replica.shard.owned
     for namespace in NAMESPACES:
         for i in range(3):
             create_run(bare_kube, f"run-{i}", namespace=namespace)
@@ -80,9 +84,12 @@ def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_ther
     assert beta.shard is not None and alpha.shard is not None
     moved = sorted(beta.shard.owned)
     assert beta.stop(timeout=10)
-    leases = _owners(bare_kube)
-    assert all(leases[ns] == "" for ns in moved), "a graceful stop clears its assignments"
+    stopped = time.monotonic()
+    assert bare_kube.get(LEASES.path("default", "test-member-beta")).failure().kind == "not_found"
     assert wait_until(lambda: alpha.shard is not None and alpha.shard.owned == frozenset(NAMESPACES), timeout=10)
+    # released, not expired: taken well within the 2 s lease duration
+    assert time.monotonic() - stopped < SHARDING.lease_duration
+    assert all(owner == "alpha" for owner in _owners(bare_kube).values())
     for namespace in moved:
         create_run(bare_kube, "late", namespace=namespace)
     assert wait_until(lambda: all(assigned(bare_kube, "late", ns) for ns in moved), timeout=10)

@@ -412,6 +412,9 @@ class Scheduler:
 
     def ready(self) -> bool:
         """``/readyz``: caches synced and, when electing, the current leader is known."""
+        shard = self._shard
+        if shard is not None:  # ready once in the group; namespaces come and go with their own lists
+            return shard.joined and not self._stopping.is_set()
         if not self.has_synced() or self._stopping.is_set():
             return False
         if self._options.leader_election is None:
@@ -464,7 +467,8 @@ class Scheduler:
                 "identity": self._options.identity,
                 "namespaces": ",".join(self._options.namespaces) or "(all)",
                 "workers": self._options.workers,
-                "leader_elect": self._options.leader_election is not None,
+                "leader_elect": self._options.leader_election is not None and self._shard is None,
+                "shard_group": self._options.shard_group or "",
                 "metrics": self.metrics_url or "disabled",
                 "health": self.health_url or "disabled",
                 "cycle_log": str(self._options.cycle_log) if self._options.cycle_log else "disabled",

@@ -229,6 +229,12 @@ class ShardMember:
         return namespace in self._open
 
     @property
+    def joined(self) -> bool:
+        """The membership Lease exists and was renewed in time (the others count us)."""
+        renewed = self._renewed_at
+        return self._member is not None and renewed is not None and self._clock() < renewed + self._config.renew_deadline
+
+    @property
     def owned(self) -> frozenset[str]:
         return self._open
 
