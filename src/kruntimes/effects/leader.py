@@ -64,6 +64,21 @@ def micro_time(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def timing_problems(lease_duration: float, renew_deadline: float, retry_period: float) -> tuple[str, ...]:
+    """Why these Lease timings cannot fence a writer (renew_deadline < lease_duration is the margin
+    that keeps a writer's gate closed before anybody may take over); empty when they can."""
+    found: list[str] = []
+    if retry_period <= 0:
+        found.append("retry period must be positive")
+    if renew_deadline <= retry_period:
+        found.append("renew deadline must be longer than the retry period")
+    if lease_duration <= renew_deadline:
+        found.append("lease duration must be longer than the renew deadline")
+    if lease_duration < 1:
+        found.append("lease duration must be at least one second")
+    return tuple(found)
+
+
 @dataclass(frozen=True, slots=True)
 class LeaderElectionConfig:
     """Where the lease lives and how long leadership lasts (client-go's defaults)."""
@@ -89,14 +104,7 @@ class LeaderElectionConfig:
             found.append("lease name must not be empty")
         if not self.identity:
             found.append("identity must not be empty")
-        if self.retry_period <= 0:
-            found.append("retry period must be positive")
-        if self.renew_deadline <= self.retry_period:
-            found.append("renew deadline must be longer than the retry period")
-        if self.lease_duration <= self.renew_deadline:
-            found.append("lease duration must be longer than the renew deadline")
-        if self.lease_duration < 1:
-            found.append("lease duration must be at least one second")
+        found.extend(timing_problems(self.lease_duration, self.renew_deadline, self.retry_period))
         return tuple(found)
 
 

@@ -31,7 +31,7 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
-from kruntimes.effects.leader import micro_time
+from kruntimes.effects.leader import micro_time, timing_problems
 from kruntimes.effects.metrics import ShardHandoff as Handoff
 from kruntimes.effects.workqueue import Clock
 from kruntimes.pure import sharding
@@ -76,14 +76,7 @@ class ShardConfig:
             found.append("the Lease namespace must not be empty")
         if not self.identity:
             found.append("identity must not be empty")
-        if self.retry_period <= 0:
-            found.append("retry period must be positive")
-        if self.renew_deadline <= self.retry_period:
-            found.append("renew deadline must be longer than the retry period")
-        if self.lease_duration <= self.renew_deadline:
-            found.append("lease duration must be longer than the renew deadline")
-        if self.lease_duration < 1:
-            found.append("lease duration must be at least one second")
+        found.extend(timing_problems(self.lease_duration, self.renew_deadline, self.retry_period))
         return tuple(found)
 
 
@@ -368,16 +361,12 @@ class ShardMember:
 
     def _observe(self) -> frozenset[str] | None:
         """The live members (identities), ours included; ``None`` when the list failed."""
-        listed = self._kube.list(
-            self._collection, {"labelSelector": f"{GROUP_LABEL}={self._config.group},{ROLE_LABEL}={MEMBER_ROLE}"}
-        )
-        items = listed.value_or(None)
+        items = self._leases(MEMBER_ROLE)
         if items is None:
-            log.warning("listing the shard members failed", extra={"error": str(listed.failure())})
             return None
         tick = self._clock()
         current: dict[str, _Seen] = {}
-        for lease in items[0]:
+        for lease in items:
             name = _name(lease)
             if name:
                 current[name] = self._note(name, lease, tick)
@@ -406,27 +395,34 @@ class ShardMember:
     def _universe(self) -> tuple[str, ...] | None:
         if self._config.namespaces:
             return self._config.namespaces
-        listed = self._kube.list(NAMESPACES_PATH)
-        items = listed.value_or(None)
+        items = self._list(NAMESPACES_PATH, None)
         if items is None:
-            log.warning("listing namespaces failed", extra={"error": str(listed.failure())})
             return None
-        return tuple(sorted(name for name in (_name(ns) for ns in items[0]) if name))
+        return tuple(sorted(name for name in (_name(ns) for ns in items) if name))
 
     def _assignments(self) -> dict[str, JSONObject] | None:
-        listed = self._kube.list(
-            self._collection, {"labelSelector": f"{GROUP_LABEL}={self._config.group},{ROLE_LABEL}={ASSIGNMENT_ROLE}"}
-        )
-        items = listed.value_or(None)
+        items = self._leases(ASSIGNMENT_ROLE)
         if items is None:
-            log.warning("listing the namespace assignments failed", extra={"error": str(listed.failure())})
             return None
         out: dict[str, JSONObject] = {}
-        for lease in items[0]:
+        for lease in items:
             namespace = _labels(lease).get(NAMESPACE_LABEL)
             if isinstance(namespace, str) and _name(lease) == assignment_lease_name(self._config.group, namespace):
                 out[namespace] = lease
         return out
+
+    def _leases(self, role: str) -> tuple[JSONObject, ...] | None:
+        """The group's Leases of one role (members or assignments)."""
+        return self._list(self._collection, {"labelSelector": f"{GROUP_LABEL}={self._config.group},{ROLE_LABEL}={role}"})
+
+    def _list(self, path: str, params: Mapping[str, str] | None) -> tuple[JSONObject, ...] | None:
+        """The items, or ``None`` (logged) when the list failed: a round decides nothing from it."""
+        listed = self._kube.list(path, params)
+        items = listed.value_or(None)
+        if items is None:
+            log.warning("a list for sharding failed", extra={"path": path, "error": str(listed.failure())})
+            return None
+        return items[0]
 
     def _rebalance(self, live: frozenset[str]) -> None:
         universe = self._universe()
