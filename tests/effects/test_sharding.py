@@ -4,7 +4,7 @@ and finds its gate closed when it wakes, and nothing is decided from a failed re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,6 +59,8 @@ class Flaky:
 
     kube: Kube
     down: bool = False
+    before_list: Callable[[], None] = lambda: None
+    """Called before every list: a round lists right after it renewed, so this sees the gate then."""
 
     def get(self, path: str) -> Result[JSONObject, ApiError]:
         return self.kube.get(path)
@@ -75,6 +77,7 @@ class Flaky:
     def list(
         self, path: str, params: object = None, *, page_size: int = 500
     ) -> Result[tuple[tuple[JSONObject, ...], str], ApiError]:
+        self.before_list()
         if self.down:
             return Failure(ApiError("transport", 0, "", "connection refused"))
         return self.kube.list(path, params, page_size=page_size)  # type: ignore[arg-type]
@@ -154,7 +157,9 @@ def test_a_namespace_moves_only_after_its_owner_let_go_and_not_while_a_cycle_is_
 def test_a_paused_owner_is_fenced_after_its_lease_expires_and_never_writes_again_on_waking(kube: Kube) -> None:
     clock, host_a, host_b = Clock(), Host(), Host()
     staying = _preferring("a", ("b",))
-    a = _member(kube, "a", (staying,), clock, host_a)
+    seen_open: list[bool] = []
+    watched = Flaky(kube)
+    a = _member(watched, "a", (staying,), clock, host_a)
     a.round()
     b = _member(kube, "b", (staying,), clock, host_b)
     b.round()
@@ -169,8 +174,12 @@ def test_a_paused_owner_is_fenced_after_its_lease_expires_and_never_writes_again
     assert b.owned == {staying} and _holder(kube, staying) == "b"
     assert kube.get(LEASES.path(LEASE_NS, member_lease_name("g", "a"))).failure().kind == "not_found"
     # a wakes up: its gate is already closed by its own clock, and its renewal finds the fence
+    # (the update re-creates the Lease, as a Lease update of a missing object does): the gate
+    # stays closed from the renewal on, before anything else is read
     assert not a.may_write(staying)
+    watched.before_list = lambda: seen_open.append(a.may_write(staying))
     a.round()
+    assert seen_open and not any(seen_open)
     assert not a.owned and ("unwatch", staying) in host_a.calls
     assert _holder(kube, staying) == "b"
     clock.now += 0.1

@@ -155,6 +155,12 @@ def _labels(lease: Mapping[str, object]) -> Mapping[str, object]:
     return labels if isinstance(labels, Mapping) else {}
 
 
+def _uid(obj: Mapping[str, object]) -> str:
+    metadata = obj.get("metadata")
+    uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+    return uid if isinstance(uid, str) else ""
+
+
 def _name(obj: Mapping[str, object]) -> str:
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
@@ -345,6 +351,13 @@ class ShardMember:
         )
         stored = updated.value_or(None)
         if stored is not None:
+            if _uid(stored) != _uid(member):
+                # A Lease accepts an update of a missing object as a create: another replica had
+                # deleted ours (the fence) and this renewal made a new one. Nothing held is ours;
+                # the gate opens again (below) only for a member holding nothing.
+                log.warning("membership Lease was fenced; dropping every namespace and joining again",
+                            extra={"identity": self._config.identity})
+                self._drop_all("lost")
             self._member, self._renewed_at = stored, tick
             return
         error = updated.failure()
