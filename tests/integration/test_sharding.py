@@ -57,10 +57,11 @@ def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
 ) -> None:
     _namespaces(bare_kube)
     alpha, beta = _replica(bare_scheduler, "alpha"), _replica(bare_scheduler, "beta")
-    assert alpha.shard is not None and beta.shard is not None
+    a_shard, b_shard = alpha.shard, beta.shard
+    assert a_shard is not None and b_shard is not None
     # alpha may take all four before beta joins; then gives beta its share (at most ceil(4 / 2) each)
     assert wait_until(
-        lambda: _all_open(alpha, beta) and len(alpha.shard.owned) == len(beta.shard.owned) == 2, timeout=15
+        lambda: _all_open(alpha, beta) and len(a_shard.owned) == len(b_shard.owned) == 2, timeout=15
     ), "the namespaces were not split"
     for replica in (alpha, beta):  # each watches only its own namespaces
         assert replica.shard is not None
@@ -82,9 +83,10 @@ def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_ther
 ) -> None:
     _namespaces(bare_kube)
     alpha, beta = _replica(bare_scheduler, "alpha"), _replica(bare_scheduler, "beta")
-    assert beta.shard is not None and alpha.shard is not None
-    assert wait_until(lambda: _all_open(alpha, beta) and len(beta.shard.owned) == 2, timeout=15)
-    moved = sorted(beta.shard.owned)
+    a_shard, b_shard = alpha.shard, beta.shard
+    assert a_shard is not None and b_shard is not None
+    assert wait_until(lambda: _all_open(alpha, beta) and len(b_shard.owned) == 2, timeout=15)
+    moved = sorted(b_shard.owned)
     assert beta.stop(timeout=10)
     stopped = time.monotonic()
     assert bare_kube.get(LEASES.path("default", "test-member-beta")).failure().kind == "not_found"
