@@ -420,6 +420,26 @@ def test_shard_owner_sees_ownership_move_only_at_the_assignment_write() -> None:
     assert check(h, check_final=False).count("shard_owner") == 1
 
 
+def test_a_fenced_replicas_event_composed_before_its_pause_counts_as_in_flight() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    stopped = h.time + 0.5
+    h.advance(5.0)
+    h.member("a", delete_by="b")
+    h.assign("ns1", "b")
+    continued = h.time + 0.1
+    h.advance(0.2)
+    involved = {"kind": "Run", "namespace": "ns1", "name": "x"}
+    h.raw(EVENTS, "create", {"metadata": {"name": f"x.{int((stopped - 0.01) * 1e9):x}", "namespace": "ns1"}, "involvedObject": involved},
+          "kruntimes-scheduler/a")  # past the gate when the SIGSTOP came
+    h.raw(EVENTS, "create", {"metadata": {"name": f"x.{int((continued + 0.05) * 1e9):x}", "namespace": "ns1"}, "involvedObject": involved},
+          "kruntimes-scheduler/a")  # composed after the SIGCONT: a real violation
+    report = check(h, check_final=False)
+    assert report.count("shard_owner") == 2, report.summary()
+    excused = in_flight_at_pause(h.records, report, [("a", stopped, continued)])
+    assert [v.resource_version for v in excused] == [h.records[-2].resource_version]
+
+
 def test_write_discipline_accepts_shard_lease_writes_and_nothing_else_on_leases() -> None:
     h = sharded("a", "b")
     h.assign("ns1", "a")  # create
