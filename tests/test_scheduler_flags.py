@@ -82,3 +82,24 @@ def test_tls_files_without_metrics_secure_are_refused_with_exit_2(capsys: pytest
 )
 def test_unusable_secure_serving_flags_are_problems(argv: tuple[str, ...], problem: str) -> None:
     assert any(problem in p for p in _options(*argv).problems())
+
+
+def test_single_leader_stays_the_default_and_shard_by_namespace_opts_in() -> None:
+    assert _options().shard_group is None
+    sharded = _options("--shard-by-namespace", "--leader-elect-lease-duration=20s", "--namespace=a", "--namespace=b")
+    assert sharded.shard_group == "kruntimes-scheduler"
+    assert sharded.leader_election is not None and sharded.leader_election.lease_duration == 20.0
+    assert sharded.namespaces == ("a", "b")
+    assert sharded.problems() == ()
+    assert _options("--shard-by-namespace", "--shard-group=blue").shard_group == "blue"
+
+
+def test_sharding_without_leases_is_refused_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["scheduler", "--shard-by-namespace", "--leader-elect=false"])
+    assert code == 2
+    assert "cannot run with --leader-elect=false" in capsys.readouterr().err
+
+
+def test_a_shard_group_that_is_not_a_dns_label_is_a_problem() -> None:
+    problems = _options("--shard-by-namespace", "--shard-group=Blue_Team").problems()
+    assert any("--shard-group 'Blue_Team' must be a DNS label" in p for p in problems)

@@ -35,7 +35,7 @@ def test_a_standby_queues_no_event() -> None:
     clock, kube = FakeClock(), FakeEvents()
     standby = elected(FakeLeases(), clock, "b", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
     standby._leading = False
-    recorder = EventRecorder(kube, clock=clock, may_write=standby.may_write)
+    recorder = EventRecorder(kube, clock=clock, may_write=lambda namespace: standby.may_write())
     assert not recorder.failed_scheduling(_run(), "waiting")
     recorder.scheduled(_run("s"), "pod-0")
     _drain(recorder)
@@ -45,7 +45,7 @@ def test_a_standby_queues_no_event() -> None:
 def test_events_queued_before_the_leader_was_paused_past_its_lease_are_not_sent_when_it_resumes() -> None:
     clock, kube = FakeClock(), FakeEvents()
     leader = _leader(clock)
-    recorder = EventRecorder(kube, clock=clock, may_write=leader.may_write)
+    recorder = EventRecorder(kube, clock=clock, may_write=lambda namespace: leader.may_write())
     for i in range(3):
         recorder.scheduled(_run(f"r{i}"), "pod-0")
     clock.advance(3.5)  # SIGSTOP for 3.5 s: the writer thread runs again only now
@@ -56,7 +56,7 @@ def test_events_queued_before_the_leader_was_paused_past_its_lease_are_not_sent_
 def test_events_of_an_ended_term_are_dropped_even_if_the_process_leads_again() -> None:
     clock, kube = FakeClock(), FakeEvents()
     leader = _leader(clock)
-    recorder = EventRecorder(kube, clock=clock, may_write=leader.may_write)
+    recorder = EventRecorder(kube, clock=clock, may_write=lambda namespace: leader.may_write())
     recorder.scheduled(_run("old-0"), "pod-0")
     recorder.scheduled(_run("old-1"), "pod-0")
     assert recorder.end_term() == 2
@@ -73,7 +73,7 @@ def test_an_event_waiting_on_the_rate_limit_is_not_sent_after_the_lease_was_lost
         clock.advance(seconds + 3.5)  # the process was stopped during the rate-limit wait
 
     recorder = EventRecorder(kube, EventSettings(qps=1.0, burst=1), clock=clock, sleep=paused_while_waiting,
-                             may_write=leader.may_write)
+                             may_write=lambda namespace: leader.may_write())
     recorder.scheduled(_run("first"), "pod-0")
     recorder.scheduled(_run("second"), "pod-0")
     _drain(recorder)
@@ -84,7 +84,7 @@ def test_an_event_waiting_on_the_rate_limit_is_not_sent_after_the_lease_was_lost
 def test_a_repeat_patch_is_fenced_like_a_create() -> None:
     clock, kube = FakeClock(), FakeEvents()
     leader = _leader(clock)
-    recorder = EventRecorder(kube, EventSettings(repeat_interval=1.0), clock=clock, may_write=leader.may_write)
+    recorder = EventRecorder(kube, EventSettings(repeat_interval=1.0), clock=clock, may_write=lambda namespace: leader.may_write())
     recorder.failed_scheduling(_run(), "waiting")
     _drain(recorder)
     clock.advance(1.0)

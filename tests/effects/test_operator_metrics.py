@@ -73,7 +73,7 @@ def test_refused_event_writes_are_counted_and_warned_about_once_a_minute_per_kin
 
 def test_events_refused_by_the_write_gate_are_counted_as_fenced_not_failed() -> None:
     metrics = SchedulerMetrics()
-    recorder = EventRecorder(RefusingEvents(), may_write=lambda: False)
+    recorder = EventRecorder(RefusingEvents(), may_write=lambda namespace: False)
     metrics.watch_events(recorder)
     recorder.scheduled(_run(), "pod-0")
     assert metrics.value("kruntimes_scheduler_event_writes_total", {"result": "fenced"}) == 1

@@ -88,7 +88,7 @@ class Leadership:
         self.grants = grants
         self.asked = 0
 
-    def __call__(self) -> bool:
+    def __call__(self, namespace: str) -> bool:
         self.asked += 1
         return self.grants is None or self.asked <= self.grants
 

@@ -37,6 +37,7 @@ from kruntimes.commands import shutdown
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 from kruntimes.effects.kube import connect
 from kruntimes.effects.leader import default_identity
+from kruntimes.pure.sharding import DEFAULT_GROUP
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
 from kruntimes.effects.secureserving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_CACHE_TTL, SecureServingOptions
@@ -82,6 +83,9 @@ examples:
   # metrics over HTTPS for callers the API server authorises (deploy/components/metrics-secure)
   kruntimes scheduler --metrics-bind-address :8443 --metrics-secure --health-probe-bind-address :8081
   curl -k -H "Authorization: Bearer $(kubectl create token prometheus -n monitoring)" https://POD_IP:8443/metrics
+
+  # sharded (deploy/overlays/sharded): four replicas split the namespaces, each schedules its own
+  kruntimes scheduler --shard-by-namespace --metrics-bind-address :8080 --health-probe-bind-address :8081
 
   # from a workstation, next to the Deployment: the same Lease, so still one leader
   kruntimes scheduler --kubeconfig ~/.kube/config --leader-elect-resource-namespace kruntimes-system
@@ -316,6 +320,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "also in the User-Agent",
     )
 
+    sharded = parser.add_argument_group(
+        "sharded mode (opt-in: every replica schedules the namespaces it owns, handed over through Leases)"
+    )
+    sharded.add_argument(
+        "--shard-by-namespace",
+        action="store_true",
+        help="split the namespaces between the replicas of --shard-group instead of electing one leader: each "
+        "replica holds a membership Lease and writes only for the namespaces it owns (rendezvous hashing over the "
+        "live members, at most ceil(namespaces/members) each); the Leases live in --leader-elect-resource-namespace "
+        "and use the --leader-elect-* timings; --namespace, when given, lists the namespaces to share (default: "
+        "every namespace, which needs RBAC to list namespaces). One namespace is never split",
+    )
+    sharded.add_argument(
+        "--shard-group",
+        metavar="NAME",
+        default=DEFAULT_GROUP,
+        help=f"replicas with the same group share the namespaces (a DNS label; default: {DEFAULT_GROUP})",
+    )
+
     observability = parser.add_argument_group("metrics, probes and logs")
     observability.add_argument(
         "--metrics-bind-address",
@@ -463,7 +486,13 @@ def options_from(
     account = SERVICE_ACCOUNT_NAMESPACE if service_account_namespace is None else service_account_namespace
     lease = configuration.leader_election
     election: LeaderElectionOptions | None = None
-    if _given(args.leader_elect, lease.leader_elect):
+    electing = _given(args.leader_elect, lease.leader_elect)
+    if args.shard_by_namespace and not electing:
+        raise UsageError(
+            "--shard-by-namespace hands namespaces over through Leases, so it cannot run with --leader-elect=false "
+            "(drop it; the --leader-elect-* flags set the Leases' namespace and timings)"
+        )
+    if electing:
         namespace = (
             args.leader_elect_resource_namespace
             or lease.resource_namespace
@@ -471,7 +500,8 @@ def options_from(
         )
         if namespace is None:
             raise UsageError(
-                "leader election needs the Lease's namespace outside a cluster: pass "
+                f"{'sharded mode' if args.shard_by_namespace else 'leader election'} needs the Lease's namespace "
+                "outside a cluster: pass "
                 f"--leader-elect-resource-namespace NS ({DEPLOYMENT_NAMESPACE} shares the Deployment's Lease, so "
                 "exactly one of them schedules), set leaderElection.resourceNamespace in the --config file, "
                 f"or set ${POD_NAMESPACE_ENV}; --leader-elect=false runs without election (only when no other "
@@ -499,6 +529,7 @@ def options_from(
         cycle_log_backups=args.cycle_log_backups,
         event_qps=args.event_qps,
         event_burst=args.event_burst,
+        shard_group=args.shard_group if args.shard_by_namespace else None,
     )
 
 

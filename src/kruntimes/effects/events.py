@@ -24,7 +24,8 @@ are the ones status writes carry, so they never name pods (except the
 ``Scheduled`` event's own pod), other Runs or selectors.
 
 Leadership (SPEC §10): Events are writes, so only the leader makes them. The
-recorder takes the scheduler's write gate (``may_write``): nothing is queued
+recorder takes the scheduler's write gate (``may_write``, asked with the Event's
+namespace: in sharded mode a replica writes only for the namespaces it owns): nothing is queued
 while it is closed, and the writer thread asks it again immediately before each
 HTTP request — after any rate-limit wait — so a leader that was paused past its
 Lease and then resumed cannot flush what it queued before. :meth:`EventRecorder.end_term`
@@ -151,7 +152,7 @@ class EventRecorder:
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], object] = time.sleep,
-        may_write: Callable[[], bool] = lambda: True,
+        may_write: Callable[[str], bool] = lambda namespace: True,
     ) -> None:
         self._kube = kube
         self._may_write = may_write
@@ -209,6 +210,12 @@ class EventRecorder:
             for key in [k for k in self._last if k[0] == namespace and k[1] == uid]:
                 del self._last[key]
 
+    def forget_namespace(self, namespace: str) -> None:
+        """This replica stopped scheduling ``namespace`` (sharded mode): drop its deduplication state."""
+        with self._lock:
+            for key in [k for k in self._last if k[0] == namespace]:
+                del self._last[key]
+
     def end_term(self) -> int:
         """Leadership ended: drop every queued Event of the term; the number dropped.
 
@@ -233,7 +240,7 @@ class EventRecorder:
         return discarded
 
     def _enqueue(self, run: Run, type_: EventType, reason: str, message: str) -> bool:
-        if not self._may_write():
+        if not self._may_write(run.namespace):
             self.fenced += 1
             return False
         item = _Pending(run.namespace, run.name, run.uid, run.resource_version, type_, reason, message, self._now(), self._term)
@@ -291,7 +298,7 @@ class EventRecorder:
 
     def _authorized(self, item: _Pending) -> bool:
         """The gate, asked right before a request: same term, and the leader may still write."""
-        if item.term == self._term and self._may_write():
+        if item.term == self._term and self._may_write(item.namespace):
             return True
         self.fenced += 1
         return False

@@ -300,6 +300,15 @@ class Informer:
         with self._relisted:
             return self._relisted.wait_for(lambda: self._relist_served >= ticket, timeout)
 
+    def forget(self) -> int:
+        """Emit a ``DELETED`` event for every object this informer has applied, so the state no
+        longer holds them (a namespace this replica stopped scheduling); how many. Call it after
+        :meth:`stop` and :meth:`join`: a loop still running would add them back."""
+        gone = [obj for known in self._known.values() for obj in known.values()]
+        for obj in gone:
+            self._emit("DELETED", obj)
+        return len(gone)
+
     def _relist_wanted(self) -> bool:
         with self._stream_lock:
             return self._relist_served < self._relist_asked

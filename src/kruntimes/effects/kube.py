@@ -337,6 +337,10 @@ RequestObserver: TypeAlias = Callable[[str, int, float], None]
 """``(method, HTTP status or 0 when no answer arrived, seconds)`` of one finished request."""
 
 
+POOL_SIZE: Final = 256
+"""Connections kept open to the API server at most (watches, workers, Events, Leases)."""
+
+
 class Kube:
     """Raw JSON requests against one API server. Thread-safe (urllib3's pool is)."""
 
@@ -345,6 +349,10 @@ class Kube:
     ) -> None:
         self._configuration = configuration
         self._user_agent = user_agent
+        # Every open watch holds a connection for its lifetime (three per namespace watched on
+        # its own), besides the workers' and the Event writer's; the client's default, five per
+        # CPU, would close and reopen connections under that load. Idle slots cost nothing.
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, POOL_SIZE)
         self._api_client = ApiClient(configuration)
         self._pool = self._api_client.rest_client.pool_manager
         self._host = configuration.host.rstrip("/")
@@ -458,6 +466,14 @@ class Kube:
     def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
         """PUT ``body`` (carrying ``metadata.resourceVersion`` for optimistic concurrency)."""
         return self.request("PUT", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT)
+
+    def delete(self, path: str, *, resource_version: str = "") -> Result[JSONObject, ApiError]:
+        """DELETE the object at ``path``; with ``resource_version``, only that version of it
+        (``DeleteOptions.preconditions``: a newer version answers 409 Conflict)."""
+        if not resource_version:
+            return self.request("DELETE", path)
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": resource_version}}
+        return self.request("DELETE", path, body=json.dumps(options).encode(), content_type=JSON_CONTENT)
 
     def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
         raw = body.encode() if isinstance(body, str) else body

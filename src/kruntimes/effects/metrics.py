@@ -135,6 +135,26 @@ class QueueView(Protocol):
 
     def waiting(self) -> Mapping[ParkReason, int]: ...
 
+class ShardView(Protocol):
+    """What the shard gauges read of ``sharding.ShardMember`` at scrape time."""
+
+    @property
+    def members(self) -> int: ...
+
+    @property
+    def owned(self) -> frozenset[str]: ...
+
+    @property
+    def desired(self) -> frozenset[str]: ...
+
+
+ShardHandoff: TypeAlias = Literal["acquired", "released", "fenced", "lost"]
+"""``acquired``: an assignment taken; ``released``: one let go; ``fenced``: an expired member's
+Lease deleted by this replica; ``lost``: a namespace dropped because this replica was fenced,
+its renewals failed for the renew deadline, or the assignment named another replica."""
+ShardState: TypeAlias = Literal["owned", "desired"]
+
+
 def filter_pairs(registry: Registry) -> tuple[tuple[str, str], ...]:
     """The ``(plugin, reason)`` label pairs of ``filter_rejections``: each filter's declared reasons.
 
@@ -206,6 +226,13 @@ class SchedulerMetrics:
             ["source"],
             registry=r,
         )
+        self._handoffs = Counter(
+            "kruntimes_scheduler_shard_handoffs_total",
+            "Sharded mode: namespace assignments that changed hands here, by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self._handoff_series: Mapping[str, Counter] = {k: self._handoffs.labels(kind=k) for k in get_args(ShardHandoff)}
         for result in get_args(SyncResult):
             self._sync.labels(result=result)
         self._rejection_series: Mapping[tuple[str, str], Counter] = {
@@ -351,6 +378,13 @@ class SchedulerMetrics:
         """The term's queue the depth and waiting gauges read (``None``: no term, both 0)."""
         self._live.queue = queue
 
+    def count_handoff(self, kind: ShardHandoff) -> None:
+        self._handoff_series[kind].inc()
+
+    def watch_shard(self, shard: ShardView | None) -> None:
+        """Sharded mode's membership the shard gauges read (``None``: not sharded, all 0)."""
+        self._live.shard = shard
+
     def watch_leader(self, leading: Callable[[], bool]) -> None:
         self._live.leading = leading
 
@@ -374,6 +408,7 @@ class _Live(Collector):
         self.leading: Callable[[], bool] = lambda: False
         self.events: EventCounts | None = None
         self.informers: tuple[InformerCounts, ...] = ()
+        self.shard: ShardView | None = None
 
     def collect(self) -> Iterator[Metric]:
         queue = self.queue
@@ -409,6 +444,19 @@ class _Live(Collector):
             restarts.add_metric([kind], sum(i.watch_restarts for i in mine))
         yield relists
         yield restarts
+        shard = self.shard
+        members = GaugeMetricFamily("kruntimes_scheduler_shard_members", "Sharded mode: live members in this replica's view.")
+        members.add_metric([], 0 if shard is None else shard.members)
+        yield members
+        namespaces = GaugeMetricFamily(
+            "kruntimes_scheduler_shard_namespaces",
+            "Sharded mode: namespaces open for writes here (owned) and those this replica should own (desired).",
+            labels=["state"],
+        )
+        for state in get_args(ShardState):
+            count = 0 if shard is None else len(shard.owned if state == "owned" else shard.desired)
+            namespaces.add_metric([state], count)
+        yield namespaces
 
 
 # --- the HTTP port ------------------------------------------------------------------

@@ -181,6 +181,17 @@ class Parking:
         with self._lock:
             self._unpark_locked(key)
 
+    def drop_namespace(self, namespace: str) -> int:
+        """Forget every parked Run and claim of ``namespace``; how many Runs were parked."""
+        with self._lock:
+            keys = [key for key in self._where if key.namespace == namespace]
+            for key in keys:
+                self._unpark_locked(key)
+            for slot in [slot for slot in self._claims if slot[0] == namespace]:
+                for key in self._claims.pop(slot):
+                    self._claim_of.pop(key, None)
+        return len(keys)
+
     def due(self) -> list[RunKey]:
         """The safety net: Runs parked ``safety_net`` seconds in a group that admitted nobody
         for as long; they leave the lot (the caller queues them). A group being served is

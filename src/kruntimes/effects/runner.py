@@ -48,6 +48,7 @@ from kruntimes.effects.informer import Informer, watched_pods, watched_runs, wat
 from kruntimes.effects.kube import Kube
 from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
 from kruntimes.effects.secureserving import SecureServingOptions, secure_serving
+from kruntimes.effects.sharding import ShardConfig, ShardMember
 from kruntimes.effects.metrics import (
     ALL_ENDPOINTS,
     METRICS_ENDPOINTS,
@@ -64,7 +65,8 @@ from kruntimes.effects.schedulingqueue import SchedulingQueue
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release, without_namespace
+from kruntimes.pure.sharding import group_problem
 from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Workspace
 from kruntimes.pure.queueing import FIFO, QueueOrder
 
@@ -159,6 +161,11 @@ class SchedulerOptions:
     event_burst: int = 100
     watch_timeout: int = 300
     """Seconds the API server keeps one watch open before the informer re-watches."""
+    shard_group: str | None = None
+    """``--shard-by-namespace``: replicas of this group split the namespaces through Leases (in
+    ``leader_election``'s namespace, with its timings) and each schedules only those it owns;
+    ``None``: one leader schedules everything."""
+
     def problems(self) -> tuple[str, ...]:
         """Every reason these options cannot work; empty when valid."""
         found: list[str] = []
@@ -196,6 +203,13 @@ class SchedulerOptions:
                 retry_period=election.retry_period,
             )
             found.extend(f"leader election: {p}" for p in config.problems())
+        if self.shard_group is not None:
+            if self.leader_election is None:
+                found.append("--shard-by-namespace coordinates through Leases: it needs leader election's Lease settings")
+            else:
+                why = group_problem(self.shard_group)
+                if why is not None:
+                    found.append(f"--shard-group {self.shard_group!r} {why}")
         for namespace in self.namespaces:
             if not namespace or "/" in namespace:
                 found.append(f"--namespace {namespace!r} is not a namespace name")
@@ -303,16 +317,40 @@ class Scheduler:
             may_write=self._may_write,
             now=clock,
         )
-        namespaces: tuple[str | None, ...] = options.namespaces or (None,)
-        self._informers = tuple(
-            Informer(kube, watched(namespace), self.state, self._on_event, watch_timeout=options.watch_timeout)
-            for namespace in dict.fromkeys(namespaces)
-            for watched in (watched_runs, watched_pods, watched_workspaces)
-        )
+        self._shard: ShardMember | None = None
+        self._by_namespace: dict[str, tuple[Informer, ...]] = {}
+        """Sharded mode: the informers of each namespace this replica takes or owns."""
+        self._in_flight: dict[str, int] = {}
+        """Sharded mode: cycles running now, by namespace (a namespace is let go when it has none)."""
+        election = options.leader_election
+        if options.shard_group is not None and election is not None:
+            self._shard = ShardMember(
+                kube,
+                ShardConfig(
+                    lease_namespace=election.namespace,
+                    identity=options.identity,
+                    group=options.shard_group,
+                    namespaces=tuple(sorted(set(options.namespaces))),
+                    lease_duration=election.lease_duration,
+                    renew_deadline=election.renew_deadline,
+                    retry_period=election.retry_period,
+                ),
+                self,
+                on_handoff=self._metrics.count_handoff,
+            )
+            self._informers: tuple[Informer, ...] = ()
+        else:
+            namespaces: tuple[str | None, ...] = options.namespaces or (None,)
+            self._informers = tuple(
+                informer for namespace in dict.fromkeys(namespaces) for informer in self._informers_of(namespace)
+            )
         metrics = self._metrics
         metrics.watch_events(self._events)
         metrics.watch_informers(self._informers)
-        metrics.watch_leader(self._may_write)
+        shard = self._shard
+        metrics.watch_leader(self._may_write_any if shard is None else shard.may_write_any)
+        if shard is not None:
+            metrics.watch_shard(shard)
         kube.observe(metrics.observe_request)
         self._gate_retry = options.leader_election.retry_period if options.leader_election is not None else 1.0
         """Seconds before a key refused by a closed write gate is tried again (the next renewal)."""
@@ -332,7 +370,19 @@ class Scheduler:
         self.results: Callable[[CycleResult], None] | None = None
         """A hook called with every cycle's result (tests and the demo); must be quick."""
 
+    def _informers_of(self, namespace: str | None) -> tuple[Informer, ...]:
+        """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all."""
+        return tuple(
+            Informer(self._kube, watched(namespace), self.state, self._on_event, watch_timeout=self._options.watch_timeout)
+            for watched in (watched_runs, watched_pods, watched_workspaces)
+        )
+
     # --- public ---
+
+    @property
+    def shard(self) -> ShardMember | None:
+        """Sharded mode's membership (``None`` with one leader)."""
+        return self._shard
 
     @property
     def metrics(self) -> SchedulerMetrics:
@@ -429,6 +479,9 @@ class Scheduler:
         deadline = time.monotonic() + timeout
         self._stopping.set()
         clean = self._stop_leading(graceful=True, timeout=timeout)
+        shard = self._shard
+        if shard is not None:  # the workers are done: release every namespace, leave the group
+            shard.shutdown(timeout=min(5.0, max(0.1, deadline - time.monotonic())))
         with self._lock:
             elector = self._elector
         if elector is not None:
@@ -488,8 +541,11 @@ class Scheduler:
         frozen = tune_gc(freeze=True)  # the listed caches are long-lived: never walk them again
         log.info("caches synced", extra={"runs": sum(1 for _ in self.state.get().runs()), "gc_frozen": frozen})
         election = self._options.leader_election
-        if election is None:
+        shard = self._shard
+        if election is None or shard is not None:
             self._start_leading()
+            if shard is not None:  # every replica works; the namespaces it owns come and go
+                shard.run()
             return
         config = LeaderElectionConfig(
             namespace=election.namespace,
@@ -523,8 +579,10 @@ class Scheduler:
             self._terms += 1
             self._leading = True
             term = self._terms
-        if self._options.leader_election is None:
-            self._open_term(term)  # the caches have just synced, and nobody led before us
+        if self._options.leader_election is None or self._shard is not None:
+            # the caches have just synced and nobody led before us; or, sharded, each namespace
+            # is opened on its own once its informers listed it (open_namespace)
+            self._open_term(term)
             return
         # called on the elector's thread, which must go back to renewing at once
         threading.Thread(target=self._take_over, args=(term,), name=f"takeover-{term}", daemon=True).start()
@@ -609,7 +667,14 @@ class Scheduler:
             log.info("workers stopped", extra={"graceful": graceful, "clean": clean})
         return clean
 
-    def _may_write(self) -> bool:
+    def _may_write(self, namespace: str) -> bool:
+        """The write gate for one namespace: its shard's in sharded mode, else the leader's."""
+        shard = self._shard
+        if shard is not None:
+            return self._leading and shard.may_write(namespace)
+        return self._may_write_any()
+
+    def _may_write_any(self) -> bool:
         if not self._leading:
             return False
         elector = self._elector
@@ -619,32 +684,61 @@ class Scheduler:
 
     def _work(self, queue: SchedulingQueue) -> None:
         work = queue.work
+        shard = self._shard
         while True:
             key = work.get()
             if key is None:
                 return
-            if queue.hold_until_seen(key):  # planned once the informer shows its last write
+            if shard is not None and not self._begin(shard, key.namespace):
+                work.forget(key)  # a namespace this replica let go of: its new owner plans it
                 work.done(key)
                 continue
-            queue.started(key)
             try:
-                result = self._cycle.run(key)
-                after = result.next
-                if result.outcome == "not_leader" and self._leading:
-                    # the write gate closed inside the term (a renewal late or a pause the Lease
-                    # outlived): this key waits for the gate, not for the next term's activation
-                    after = RequeueAfter(self._gate_retry)
-                if result.written:
-                    queue.wrote(key, result.written)
-                queue.after_cycle(key, result.step, after, result.outcome)
-                hook = self.results
-                if hook is not None:
-                    hook(result)
-            except Exception:  # one bad Run must never kill a worker
-                log.exception("scheduling cycle raised; backing off the key", extra={"run": str(key)})
-                queue.after_cycle(key, None, BackOff(), None)
+                self._cycle_once(queue, key)
             finally:
-                work.done(key)
+                if shard is not None:
+                    self._end(key.namespace)
+
+    def _begin(self, shard: ShardMember, namespace: str) -> bool:
+        """Count a cycle of ``namespace`` in flight if the namespace is open here."""
+        with self._lock:
+            if not shard.accepts(namespace):
+                return False
+            self._in_flight[namespace] = self._in_flight.get(namespace, 0) + 1
+            return True
+
+    def _end(self, namespace: str) -> None:
+        with self._lock:
+            left = self._in_flight.get(namespace, 0) - 1
+            if left > 0:
+                self._in_flight[namespace] = left
+            else:
+                self._in_flight.pop(namespace, None)
+
+    def _cycle_once(self, queue: SchedulingQueue, key: RunKey) -> None:
+        work = queue.work
+        if queue.hold_until_seen(key):  # planned once the informer shows its last write
+            work.done(key)
+            return
+        queue.started(key)
+        try:
+            result = self._cycle.run(key)
+            after = result.next
+            if result.outcome == "not_leader" and self._leading:
+                # the write gate closed inside the term (a renewal late or a pause the Lease
+                # outlived): this key waits for the gate, not for the next term's activation
+                after = RequeueAfter(self._gate_retry)
+            if result.written:
+                queue.wrote(key, result.written)
+            queue.after_cycle(key, result.step, after, result.outcome)
+            hook = self.results
+            if hook is not None:
+                hook(result)
+        except Exception:  # one bad Run must never kill a worker
+            log.exception("scheduling cycle raised; backing off the key", extra={"run": str(key)})
+            queue.after_cycle(key, None, BackOff(), None)
+        finally:
+            work.done(key)
 
     def _sweep(self, queue: SchedulingQueue) -> None:
         """The safety net's clock: once a second, queue the parked Runs that are due."""
@@ -655,11 +749,13 @@ class Scheduler:
     def _on_event(self, old: ClusterState, new: ClusterState, event: Event) -> None:
         obj = event.obj
         released = None
+        shard = self._shard
+        accepted = shard is None or shard.accepts(obj.namespace)
         if isinstance(obj, Run):
             # The informer's observation hands a reservation off to actual usage (SPEC §6) now,
             # rather than at the namespace's next cycle; a deleted Run frees its reservation.
             # Both are no-ops without a reservation for this Run: skip the swap (most events).
-            if event.type == "DELETED":
+            if event.type == "DELETED" and accepted:  # a namespace let go forgets its Events at once
                 self._events.forget(obj.namespace, obj.uid)
             held = self.ledger.get().get(obj.namespace, obj.uid)
             if held is not None:
@@ -670,10 +766,57 @@ class Scheduler:
                 if after.get(obj.namespace, obj.uid) is None:
                     released = held
         queue = self._queue
-        if queue is None:  # not leading, or caches not synced yet: activation happens on leading
-            return
+        if queue is None or not accepted:  # not leading, caches not synced, or not this shard's:
+            return  # activation happens when leading starts or the namespace opens
         queue.on_event(old, new, event, released)
         queue.activate(workspace_wakeups(old, new, event))
+
+    # --- sharded mode: what the membership asks of one namespace (effects.sharding.NamespaceHost) ---
+
+    def watch_namespace(self, namespace: str) -> None:
+        with self._lock:
+            if namespace in self._by_namespace or self._stopping.is_set():
+                return
+            informers = self._informers_of(namespace)
+            self._by_namespace[namespace] = informers
+            self._informers = tuple(i for group in self._by_namespace.values() for i in group)
+        self._metrics.watch_informers(self._informers)
+        for informer in informers:
+            informer.start()
+
+    def namespace_synced(self, namespace: str) -> bool:
+        informers = self._by_namespace.get(namespace)
+        return informers is not None and all(informer.has_synced() for informer in informers)
+
+    def open_namespace(self, namespace: str) -> None:
+        self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
+        queue = self._queue
+        if queue is not None:
+            pending = queue.activate_pending(namespace)
+            log.info("namespace open", extra={"namespace": namespace, "pending": pending})
+
+    def close_namespace(self, namespace: str) -> None:
+        queue = self._queue
+        if queue is not None:
+            queue.drop_namespace(namespace)
+        self._events.forget_namespace(namespace)
+
+    def namespace_busy(self, namespace: str) -> bool:
+        with self._lock:
+            return self._in_flight.get(namespace, 0) > 0
+
+    def unwatch_namespace(self, namespace: str) -> None:
+        with self._lock:
+            informers = self._by_namespace.pop(namespace, ())
+            self._informers = tuple(i for group in self._by_namespace.values() for i in group)
+        self._metrics.watch_informers(self._informers)
+        for informer in informers:
+            informer.stop()
+        for informer in informers:
+            if not informer.join(5.0):
+                log.warning("an informer did not stop in time", extra={"namespace": namespace, "kind": informer.kind})
+            informer.forget()
+        self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
 
     # --- the standby's log line ---
 

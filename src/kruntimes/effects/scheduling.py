@@ -133,7 +133,7 @@ class SchedulingCycle:
         registry: Registry = DEFAULT_REGISTRY,
         events: EventRecorder | None = None,
         cycle_log: CycleLogWriter | None = None,
-        may_write: Callable[[], bool] = lambda: True,
+        may_write: Callable[[str], bool] = lambda namespace: True,
         now: Callable[[], datetime] = utcnow,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -167,17 +167,17 @@ class SchedulingCycle:
         decided = planned.planned.value_or(None)
         if isinstance(decided, (Bind, Wait)):
             self._metrics.count_rejections(decided.rejections)
-        if isinstance(decided, Bind) and not self._may_write():
+        if isinstance(decided, Bind) and not self._may_write(key.namespace):
             return self._finish(key, None, NOT_LEADER)
         step = self._ledger.swap_with(lambda latest: _pair(steps.decide(planned, self._state.get(), latest, self._registry)))
         if step.verify is not None:
             return self._verify(step, step.verify)
         write = step.write
         if write is None:
-            if step.settled.event is not None and not self._may_write():
+            if step.settled.event is not None and not self._may_write(key.namespace):
                 return self._finish(key, step, NOT_LEADER)
             return self._finish(key, step, step.settled)
-        if not self._may_write():
+        if not self._may_write(key.namespace):
             if write.purpose == "bind":
                 self._change(steps.Release(write.run.namespace, write.run.uid))
             return self._finish(key, step, NOT_LEADER)
@@ -201,7 +201,7 @@ class SchedulingCycle:
 
     def _verify(self, step: Step, check: steps.Verify) -> CycleResult:
         """An ambiguous bind's deadline passed: one read decides whether its reservation goes."""
-        if not self._may_write():
+        if not self._may_write(step.key.namespace):
             return self._finish(step.key, step, NOT_LEADER)
         settled, change = steps.confirm(check, self._binder.read(check.key))
         self._change(change)
@@ -221,7 +221,7 @@ class SchedulingCycle:
                 metrics.count_no_pods()
         if settled.conflict is not None:
             metrics.count_conflict(settled.conflict)
-        if settled.event is not None and step is not None and self._may_write():
+        if settled.event is not None and step is not None and self._may_write(key.namespace):
             self._record(step, settled.event)  # a term that ended during the write records nothing
         _log(key, step, settled, self._binder)
         return CycleResult(key, settled, step)

@@ -104,13 +104,15 @@ class SchedulingQueue:
 
     # --- a new term -------------------------------------------------------------------
 
-    def activate_pending(self) -> int:
-        """A new leader's backlog: Runs a cycle must look at now (invalid, cancelled, due for
-        a retry delay) are queued; the rest are parked, and every pod with room admits
+    def activate_pending(self, namespace: str | None = None) -> int:
+        """A new leader's backlog (or, with ``namespace``, the backlog of a namespace this
+        replica just took in sharded mode): Runs a cycle must look at now (invalid, cancelled,
+        due for a retry delay) are queued; the rest are parked, and every pod with room admits
         from its group, so the first cycles are binds, not a pass over the whole backlog."""
         state, now = self._state.get(), self._now()
         groups: set[tuple[str, str]] = set()
-        pending = initial_order(state.runs(), self._policy)
+        runs = state.runs() if namespace is None else (run for run in state.runs() if run.namespace == namespace)
+        pending = initial_order(runs, self._policy)
         for key in pending:
             run = state.run(key)
             if run is None:
@@ -151,6 +153,15 @@ class SchedulingQueue:
             elif isinstance(signal, Targets):
                 self.parking.touch(signal.namespace)
                 self._targets(new, signal)
+
+    def drop_namespace(self, namespace: str) -> int:
+        """This replica stopped scheduling ``namespace`` (sharded mode): its parked Runs and
+        unseen writes are forgotten (queued keys are dropped by the worker that takes them)."""
+        with self._echo_lock:
+            for key in [k for k in self._unseen if k.namespace == namespace]:
+                del self._unseen[key]
+                self._held.pop(key, None)
+        return self.parking.drop_namespace(namespace)
 
     def release(self, reservation: Reservation) -> None:
         """A reservation went without becoming usage: its pod may admit a waiting Run."""

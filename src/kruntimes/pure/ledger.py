@@ -351,6 +351,16 @@ def release(ledger: Ledger, namespace: str, uid: str) -> Ledger:
     return _with_book(ledger, namespace, book.without((uid,)), (uid,))
 
 
+def without_namespace(ledger: Ledger, namespace: str) -> Ledger:
+    """Forget every reservation of ``namespace`` (a sharded replica that takes the namespace
+    over rebuilds its usage from persisted assignments only, SPEC §6); the same ledger when
+    it holds none."""
+    book = ledger.book(namespace)
+    if book is None:
+        return ledger
+    return _with_book(ledger, namespace, None, tuple(book.reservations))
+
+
 def hold(ledger: Ledger, namespace: str, uid: str, until: datetime) -> Ledger:
     """Keep the Run's reservation through an ambiguous bind outcome, to be checked by a read
     at ``until`` (SPEC §6); the same ledger when there is no such reservation."""

@@ -1,0 +1,90 @@
+"""Sharded mode against the dev cluster: replicas split the namespaces, each writes only for its
+own, a graceful stop hands its namespaces over at once, and the new owner binds there."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from kruntimes.devcluster import DevCluster
+from kruntimes.effects.kube import LEASES, Kube
+from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
+from kruntimes.pure.sharding import GROUP_LABEL
+
+from .conftest import SchedulerFactory
+from .helpers import assigned, at, create_run, make_pod, wait_until
+
+NAMESPACES = ("team-a", "team-b", "team-c", "team-d")
+SHARDING = LeaderElectionOptions(namespace="default", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
+
+
+def _namespaces(kube: Kube) -> None:
+    for namespace in NAMESPACES:
+        kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}).unwrap()
+        for i in range(2):
+            make_pod(kube, f"pod-{i}", "python", namespace=namespace)
+
+
+def _replica(start: SchedulerFactory, identity: str) -> Scheduler:
+    return start(identity=identity, leader_election=SHARDING, shard_group="test", namespaces=NAMESPACES)
+
+
+def _owners(kube: Kube) -> dict[str, str]:
+    items, _ = kube.list(LEASES.path("default"), {"labelSelector": f"{GROUP_LABEL}=test"}).unwrap()
+    out: dict[str, str] = {}
+    for lease in items:
+        name = str(at(lease, "metadata", "name"))
+        if name.startswith("test-ns-"):
+            out[name.removeprefix("test-ns-")] = str(at(lease, "spec", "holderIdentity") or "")
+    return out
+
+
+def _status_writers(cluster: DevCluster) -> dict[str, set[str]]:
+    writers: dict[str, set[str]] = defaultdict(set)
+    for write in cluster.history():
+        if write.resource.plural == "runs" and write.subresource == "status":
+            writers[write.namespace].add(write.user_agent)
+    return writers
+
+
+def _all_open(*replicas: Scheduler) -> bool:
+    owned = [r.shard.owned for r in replicas if r.shard is not None]
+    return sorted(ns for group in owned for ns in group) == sorted(NAMESPACES)
+
+
+def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
+    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
+) -> None:
+    _namespaces(bare_kube)
+    alpha, beta = _replica(bare_scheduler, "alpha"), _replica(bare_scheduler, "beta")
+    assert wait_until(lambda: _all_open(alpha, beta), timeout=15), "the namespaces were not split"
+    assert alpha.shard is not None and beta.shard is not None
+    assert len(alpha.shard.owned) == len(beta.shard.owned) == 2  # at most ceil(4 / 2) each
+    for namespace in NAMESPACES:
+        for i in range(3):
+            create_run(bare_kube, f"run-{i}", namespace=namespace)
+    assert wait_until(
+        lambda: all(assigned(bare_kube, f"run-{i}", ns) for ns in NAMESPACES for i in range(3)), timeout=15
+    ), "Runs were not bound in every namespace"
+    owners = _owners(bare_kube)
+    writers = _status_writers(bare_cluster)
+    for namespace in NAMESPACES:
+        assert writers[namespace] == {f"kruntimes-scheduler/{owners[namespace]}"}, namespace
+
+
+def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_there(
+    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
+) -> None:
+    _namespaces(bare_kube)
+    alpha, beta = _replica(bare_scheduler, "alpha"), _replica(bare_scheduler, "beta")
+    assert wait_until(lambda: _all_open(alpha, beta), timeout=15)
+    assert beta.shard is not None and alpha.shard is not None
+    moved = sorted(beta.shard.owned)
+    assert beta.stop(timeout=10)
+    leases = _owners(bare_kube)
+    assert all(leases[ns] == "" for ns in moved), "a graceful stop clears its assignments"
+    assert wait_until(lambda: alpha.shard is not None and alpha.shard.owned == frozenset(NAMESPACES), timeout=10)
+    for namespace in moved:
+        create_run(bare_kube, "late", namespace=namespace)
+    assert wait_until(lambda: all(assigned(bare_kube, "late", ns) for ns in moved), timeout=10)
+    writers = _status_writers(bare_cluster)
+    assert all(writers[ns] == {"kruntimes-scheduler/alpha"} for ns in moved)
