@@ -7,7 +7,9 @@ multi-slot, preferred and required (anti-)affinity, unfittable, invalid,
 workspace-bound, in two namespaces), a chaos monkey injecting every fault type
 (see :data:`FAULTS`; :data:`LOSE_RESPONSE` when a spec opts in), and a process
 killer (SIGKILL of the leader, SIGKILL of a random replica and restart, SIGTERM,
-SIGSTOP of the leader past its Lease then SIGCONT). Then the faults stop, the cluster settles,
+SIGSTOP of the leader past its Lease then SIGCONT). With ``ChaosSpec.shard_group`` the replicas run
+in sharded mode (``--shard-by-namespace``: each schedules the namespaces it holds), and the killer
+also SIGSTOPs a random replica past its lease. Then the faults stop, the cluster settles,
 the schedulers shut down, and :func:`kruntimes.verify.check_history` judges the
 whole write history. :func:`run_epoch` returns an :class:`EpochResult` with the
 counts. ``tests/chaos/test_chaos.py`` runs a quick epoch; ``benchmarks/chaos_large.py``
@@ -37,7 +39,7 @@ from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
 from kruntimes.pure.model.objects import SchedulerConfig
-from kruntimes.verify import CheckOptions, Report, Violation, check_history
+from kruntimes.verify import SHARD_GROUP_LABEL, SHARD_NAMESPACE_LABEL, SHARD_ROLE_LABEL, CheckOptions, Report, Violation, check_history
 from kruntimes.verify.checker import pending_violations
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -101,6 +103,12 @@ class ChaosSpec:
     leader_pauses: int = 0
     """SIGSTOPs of the Lease holder for ``pause_seconds`` (past its lease), then SIGCONT."""
     pause_seconds: tuple[float, float] = (3.0, 4.0)
+    shard_group: str = ""
+    """Non-empty: the replicas run in sharded mode (``--shard-by-namespace --shard-group NAME``) and
+    share every namespace through Leases; no election Lease exists, ``shard_owner`` judges the writes."""
+    replica_pauses: int = 0
+    """SIGSTOPs of a random replica for ``pause_seconds`` (past its lease), then SIGCONT (sharded mode:
+    once every namespace has an owner)."""
     lease: tuple[float, float, float] = (2.0, 1.5, 0.3)
     """The fleet's lease duration, renew deadline and retry period (seconds). A leader's write that
     passed its gate just before a pause still commits after the server's injected latency (up to
@@ -128,10 +136,13 @@ class EpochResult:
     diagnosis: str = ""
     """When an invariant was violated: the violations in full and the history around them."""
     takeovers_during_pauses: int = 0
-    """Pauses during which another replica took the Lease (the paused leader was deposed)."""
+    """Pauses during which another replica took the Lease (the paused leader was deposed), or, in
+    sharded mode, one of the namespaces the paused replica held."""
     in_flight: list[str] = field(default_factory=list)
-    """``leader_only`` violations by a paused process of a write it had composed (and so passed
-    its gate) before it was stopped: the limit of any client-side gate (docs/reliability.md)."""
+    """``leader_only`` or ``shard_owner`` violations by a paused process of a write it had composed
+    (and so passed its gate) before it was stopped: the limit of any client-side gate (docs/reliability.md)."""
+    binds_by_writer: Counter[str] = field(default_factory=Counter)
+    """Scheduler binds by identity (who did the work)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -141,6 +152,7 @@ class EpochResult:
             "kills": dict(self.kills),
             "takeovers_during_pauses": self.takeovers_during_pauses,
             "in_flight_at_pause": self.in_flight[:10],
+            "binds_by_writer": dict(self.binds_by_writer),
             "settled": self.settled,
             "seconds": round(self.seconds, 1),
             "stragglers": self.stragglers[:10],
@@ -157,9 +169,10 @@ class Fleet:
     """``replicas`` scheduler subprocesses; each (re)start gets a fresh identity ``r<replica>g<generation>``."""
 
     def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int,
-                 lease: tuple[float, float, float] = (2.0, 1.5, 0.3)) -> None:
+                 lease: tuple[float, float, float] = (2.0, 1.5, 0.3), shard_group: str = "") -> None:
         self.kubeconfig = kubeconfig
         self.lease = lease
+        self.shard_group = shard_group
         self.pauses: list[tuple[str, float, float]] = []
         """(identity, wall time of the SIGSTOP, wall time of the SIGCONT) of every pause."""
         self.watch_baseline = 0
@@ -189,6 +202,8 @@ class Fleet:
             "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
             "--heartbeat-stale-after", f"{int(STALE_AFTER)}s", "--log-format", "json", "--log-level", "warning",
         ]
+        if self.shard_group:
+            argv += ["--shard-by-namespace", "--shard-group", self.shard_group]
         self.procs[replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         self.started[replica] = time.monotonic()
         self.identities[replica] = identity
@@ -205,15 +220,20 @@ class Fleet:
         return None
 
     def pause(self, replica: int, seconds: float, stop: threading.Event, cluster: DevCluster) -> bool:
-        """SIGSTOP ``replica`` for ``seconds``, then SIGCONT; ``True`` when the Lease changed hands meanwhile."""
+        """SIGSTOP ``replica`` for ``seconds``, then SIGCONT; ``True`` when the Lease changed hands meanwhile
+        (sharded mode: when another replica took one of the namespaces the paused one held)."""
         proc = self.procs[replica]
         if proc is None:
             return False
         identity = self.identities[replica]
+        held = [ns for ns, holder in shard_holders(cluster, self.shard_group).items() if holder == identity] if self.shard_group else []
         proc.send_signal(signal.SIGSTOP)
         stopped = time.time()
         try:
             stop.wait(seconds)
+            if self.shard_group:
+                now = shard_holders(cluster, self.shard_group)
+                return any(now.get(ns, "") not in ("", identity) for ns in held)
             return lease_holder(cluster) not in ("", identity)
         finally:
             proc.send_signal(signal.SIGCONT)  # always: a stopped process would not even receive SIGTERM
@@ -260,6 +280,16 @@ def lease_holder(cluster: DevCluster) -> str:
     if obj is None:
         return ""
     return str((obj.get("spec") or {}).get("holderIdentity") or "")
+
+
+def shard_holders(cluster: DevCluster, group: str) -> dict[str, str]:
+    """Sharded mode: namespace -> holder of its assignment Lease ("" when released)."""
+    holders: dict[str, str] = {}
+    for obj in cluster.store.list_objects(LEASES, "default")[0]:
+        labels = obj["metadata"].get("labels") or {}
+        if labels.get(SHARD_GROUP_LABEL) == group and labels.get(SHARD_ROLE_LABEL) == "assignment":
+            holders[str(labels.get(SHARD_NAMESPACE_LABEL, ""))] = str((obj.get("spec") or {}).get("holderIdentity") or "")
+    return holders
 
 
 def _key(namespace: str, name: str) -> Any:
@@ -560,10 +590,21 @@ def _standbys_watching(cluster: DevCluster, fleet: Fleet, stop: threading.Event,
             return
 
 
+def _shards_owned(cluster: DevCluster, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, timeout: float = 20.0) -> None:
+    """Sharded mode: wait (a while at most) until a live replica holds every namespace of the spec, so
+    that a pause stops a replica that has work, and the others are there to take it over."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        holders = shard_holders(cluster, spec.shard_group)
+        if all(fleet.replica_of(holders.get(ns, "")) is not None for ns in spec.namespaces) or stop.wait(0.2):
+            return
+
+
 def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, duration: float, kills: Counter[str],
             takeovers: list[int]) -> None:
     plan = (["leader_sigkill"] * spec.leader_kills + ["sigkill_restart"] * spec.sigkill_restarts
-            + ["sigterm_restart"] * spec.sigterm_restarts + ["leader_sigstop"] * spec.leader_pauses)
+            + ["sigterm_restart"] * spec.sigterm_restarts + ["leader_sigstop"] * spec.leader_pauses
+            + ["replica_sigstop"] * spec.replica_pauses)
     world.rng.shuffle(plan)
     if not plan:
         return
@@ -571,6 +612,13 @@ def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, 
     for action in plan:
         if stop.wait(world.rng.uniform(0.5 * gap, 1.5 * gap)):
             return
+        if action == "replica_sigstop":
+            _shards_owned(world.cluster, fleet, spec, stop)
+            live = [replica for replica, proc in enumerate(fleet.procs) if proc is not None]
+            if fleet.pause(world.rng.choice(live), world.rng.uniform(*spec.pause_seconds), stop, world.cluster):
+                takeovers.append(1)
+            kills[action] += 1
+            continue
         if action == "leader_sigstop":
             _standbys_watching(world.cluster, fleet, stop)
             replica = fleet.replica_of(lease_holder(world.cluster))
@@ -622,14 +670,14 @@ def _composed_at(w: Any) -> float | None:
 
 
 def in_flight_at_pause(history: list[Any], report: Report, pauses: list[tuple[str, float, float]]) -> list[Violation]:
-    """The ``leader_only`` violations that are writes composed before their process was stopped and
+    """The ``leader_only`` and ``shard_owner`` violations that are writes composed before their process was stopped and
     committed right after it was continued: they passed the gate while the Lease was still ours,
     and no client-side gate can recall a request it has let through. Everything else stays a violation."""
     by_rv = {w.resource_version: w for w in history}
     found: list[Violation] = []
     for violation in report.violations:
         w = by_rv.get(violation.resource_version)
-        if violation.invariant != "leader_only" or w is None:
+        if violation.invariant not in ("leader_only", "shard_owner") or w is None:
             continue
         identity = w.user_agent.partition("/")[2]
         composed = _composed_at(w)
@@ -705,7 +753,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
     ) as cluster:
         world = World(cluster, spec, rng)
         world.setup()
-        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers, spec.lease)
+        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers, spec.lease, spec.shard_group)
         fleet.watch_baseline = cluster.store.subscription_count
         fleet.start_all()
         stop = threading.Event()
@@ -752,12 +800,17 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
         if in_flight:  # judged by everything else; those few are the documented limit of the gate
             report = dataclasses.replace(report, violations=tuple(v for v in report.violations if v not in in_flight))
         phases = Counter(str((r.get("status") or {}).get("phase") or "Pending") for r in cluster.store.list_objects(RUNS)[0])
+        binds_by_writer = Counter(
+            w.user_agent.partition("/")[2] for w in history
+            if w.resource == RUNS and w.subresource == "status" and w.user_agent.startswith("kruntimes-scheduler/")
+            and (w.object.get("status") or {}).get("phase") == "Scheduled"
+        )
         return EpochResult(
             report=report, faults=fired, kills=kills, runs_created=world.created, phases=phases,
             settled=not remaining, seconds=time.monotonic() - started, stragglers=remaining,
             scheduler_exit_codes=fleet.exit_codes, graceful_exit_codes=fleet.graceful_exit_codes,
             diagnosis="" if report.ok else diagnose(history, report), takeovers_during_pauses=len(takeovers),
-            in_flight=[str(v) for v in in_flight],
+            in_flight=[str(v) for v in in_flight], binds_by_writer=binds_by_writer,
         )
 
 

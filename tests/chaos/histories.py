@@ -75,14 +75,15 @@ class History:
 
     # --- runs ---
 
-    def run(self, name: str, runtime: str = "python", requests: Mapping[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    def run(self, name: str, runtime: str = "python", requests: Mapping[str, str] | None = None, namespace: str = "default",
+            **spec: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"runtime": runtime, **spec}
         if requests is not None:
             body["resources"] = {"requests": dict(requests)}
         obj = {
             "apiVersion": "kruntimes.io/v1alpha1",
             "kind": "Run",
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "creationTimestamp": STAMP},
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "creationTimestamp": STAMP},
             "spec": body,
             "status": {"phase": "Pending"},
         }
@@ -136,8 +137,29 @@ class History:
         obj = {"metadata": {"name": "kruntimes-scheduler", "namespace": "default"}, "spec": {"holderIdentity": holder}}
         return self._add(LEASES, "update", "", obj, agent or f"kruntimes-scheduler/{holder or 'x'}")
 
-    def event(self, agent: str = SCHED) -> dict[str, Any]:
-        return self._add(EVENTS, "create", "", {"metadata": {"name": f"e{self.rv}", "namespace": "default"}}, agent)
+    def event(self, agent: str = SCHED, namespace: str = "default") -> dict[str, Any]:
+        return self._add(EVENTS, "create", "", {"metadata": {"name": f"e{self.rv}", "namespace": namespace}}, agent)
+
+    # --- sharded mode's Leases (in namespace "default", group "g") ---
+
+    def member(self, identity: str, *, delete_by: str = "", group: str = "g") -> dict[str, Any]:
+        """Create (or renew) ``identity``'s membership Lease; with ``delete_by``, that replica deletes it (a fence)."""
+        name = f"{group}-member-{identity}"
+        labels = {"kruntimes.io/shard-group": group, "kruntimes.io/shard-role": "member"}
+        obj = {"metadata": {"name": name, "namespace": "default", "labels": labels},
+               "spec": {"holderIdentity": identity, "leaseDurationSeconds": 3}}
+        if delete_by:
+            return self._add(LEASES, "delete", "", self.objects[("leases", name)], f"kruntimes-scheduler/{delete_by}", "DELETED")
+        verb = "update" if ("leases", name) in self.objects else "create"
+        return self._add(LEASES, verb, "", obj, f"kruntimes-scheduler/{identity}")
+
+    def assign(self, namespace: str, holder: str, *, by: str = "", group: str = "g") -> dict[str, Any]:
+        """Write the assignment Lease of ``namespace`` with ``holder`` ("" = released), by ``by`` (default: the holder)."""
+        name = f"{group}-ns-{namespace}"
+        labels = {"kruntimes.io/shard-group": group, "kruntimes.io/shard-role": "assignment", "kruntimes.io/shard-namespace": namespace}
+        obj = {"metadata": {"name": name, "namespace": "default", "labels": labels}, "spec": {"holderIdentity": holder} if holder else {}}
+        verb = "update" if ("leases", name) in self.objects else "create"
+        return self._add(LEASES, verb, "", obj, f"kruntimes-scheduler/{by or holder}")
 
     def raw(self, resource: Resource, verb: str, obj: dict[str, Any], agent: str, subresource: str = "") -> dict[str, Any]:
         return self._add(resource, verb, subresource, obj, agent)

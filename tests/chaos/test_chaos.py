@@ -87,3 +87,28 @@ def test_status_writes_whose_response_was_lost_keep_every_promise(tmp_path: Path
     assert result.faults[LOSE_RESPONSE] > 0, result.summary()
     assert result.kills["leader_sigstop"] == spec.leader_pauses, result.summary()
     assert_kept_promises(result)
+
+
+SHARD_NAMESPACES = ("default", "chaos-b", "chaos-c", "chaos-d", "chaos-e", "chaos-f")
+
+
+def test_sharded_replicas_never_write_for_a_namespace_they_do_not_own(tmp_path: Path, chaos_large: bool) -> None:
+    # three replicas share six namespaces; one is SIGSTOPped past its lease (its namespaces are fenced
+    # and taken over while it sleeps), another SIGKILLed and restarted: every write, status and Events,
+    # is judged against its namespace's assignment Lease at that point of the commit order
+    spec = ChaosSpec(runs=1500 if chaos_large else 180, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.25,
+                     namespaces=SHARD_NAMESPACES, pods_per_runtime=2, replicas=3, shard_group="chaos",
+                     leader_kills=0, sigkill_restarts=3 if chaos_large else 1, sigterm_restarts=1 if chaos_large else 0,
+                     replica_pauses=4 if chaos_large else 1, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
+                     faults=FAULTS if chaos_large else PAUSE_FAULTS, seed=41)
+    result = run_epoch(spec, tmp_path)
+    assert_kept_promises(result)
+    summary = result.summary()
+    assert result.kills["replica_sigstop"] == spec.replica_pauses, summary
+    assert result.kills["sigkill_restart"] == spec.sigkill_restarts, summary
+    assert result.takeovers_during_pauses >= 1, f"no namespace of the paused replica changed hands: {summary}"
+    assert len(result.in_flight) <= (spec.workers + 1) * spec.replica_pauses, summary
+    # no election: every write was judged by its namespace's owner, and the work was shared
+    assert result.report.checked["leader_only"] == 0, summary
+    assert result.report.checked["shard_owner"] > result.report.binds, summary
+    assert len([who for who, n in result.binds_by_writer.items() if n > 0]) >= 2, summary

@@ -323,6 +323,150 @@ def test_without_an_election_lease_in_the_history_events_are_not_judged() -> Non
     assert report.ok and report.checked["leader_only"] == 0
 
 
+def shard_event(h: History, namespace: str, run: str, agent: str, verb: str = "create") -> None:
+    """An Event about Run ``namespace/run``, written in the Run's namespace as the recorder does."""
+    body = {"metadata": {"name": f"{run}.e", "namespace": namespace}, "involvedObject": {"kind": "Run", "namespace": namespace, "name": run},
+            "reason": "Scheduled", "count": 1}
+    h.raw(EVENTS, verb, body, agent)
+
+
+def sharded(*members: str) -> History:
+    """A history of sharded mode: every member has its membership Lease; Run x in ns1, y in ns2; one pod in each."""
+    h = History()
+    for identity in members:
+        h.member(identity)
+    h.run("x", namespace="ns1")
+    h.run("y", namespace="ns2")
+    return h
+
+
+def test_shard_owner_passes_the_owners_writes() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    h.assign("ns2", "b")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/a")
+    shard_event(h, "ns1", "x", "kruntimes-scheduler/a")
+    h.wait("y", WAIT, agent="kruntimes-scheduler/b")
+    shard_event(h, "ns2", "y", "kruntimes-scheduler/b", verb="patch")
+    h.member("a")  # renewals are Lease writes of their own, never judged by namespace
+    report = check(h, check_final=False)
+    assert report.ok, report.summary()
+    assert report.checked["shard_owner"] == 4
+    assert report.checked["leader_only"] == 0, "no election Lease: leader_only does not apply"
+
+
+def test_shard_owner_catches_a_write_by_a_replica_that_does_not_hold_the_namespace() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/b")  # b is live, but ns1 is a's
+    report = check(h, check_final=False)
+    only(report, "shard_owner")
+    [violation] = report.violations
+    assert violation.run == "ns1/x" and violation.resource_version == h.rv
+    assert "by 'b' while the namespace was assigned to 'a'" in violation.detail
+    h2 = sharded("a")
+    shard_event(h2, "ns2", "y", "kruntimes-scheduler/a")  # nobody ever took ns2
+    report = check(h2, check_final=False)
+    only(report, "shard_owner")
+    assert "assigned to '(nobody)'" in report.violations[0].detail
+
+
+def test_shard_owner_catches_a_holder_whose_membership_was_deleted_after_it_acquired() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/a")
+    fence = h.member("a", delete_by="b")  # b judged a expired and fenced it; ns1 still names a
+    h.bind("x", "p0", agent="kruntimes-scheduler/a")  # a resumed and wrote anyway
+    shard_event(h, "ns1", "x", "kruntimes-scheduler/a")
+    report = check(h, check_final=False)
+    assert report.count("shard_owner") == 2 and report.ok is False, report.summary()
+    assert all(v.invariant in ("shard_owner", "capacity") for v in report.violations), report.summary()  # no pod p0: capacity too
+    first = next(v for v in report.violations if v.invariant == "shard_owner")
+    assert f"deleted at rv={fence['metadata']['resourceVersion']}" in first.detail
+    # the fenced replica comes back as a new member and takes the namespace again: its writes count once more
+    h.member("a")
+    h.assign("ns1", "a")
+    h.wait("y", WAIT, agent="kruntimes-scheduler/b")  # y is in ns2: nobody holds it
+    h.reset("x")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/a")
+    assert check(h, check_final=False).count("shard_owner") == 3
+
+
+def test_shard_owner_passes_a_release_and_the_new_owners_writes_and_catches_the_old_owners() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/a")
+    h.assign("ns1", "")  # a let go (holder cleared)
+    h.assign("ns1", "b")  # b took it from the released version
+    h.wait("x", messages.waiting_for_affinity("python"), agent="kruntimes-scheduler/b")
+    shard_event(h, "ns1", "x", "kruntimes-scheduler/b")
+    report = check(h, check_final=False)
+    assert report.ok, report.summary()
+    assert report.checked["shard_owner"] == 3
+    shard_event(h, "ns1", "x", "kruntimes-scheduler/a", verb="patch")  # a flushed an Event after the handoff
+    report = check(h, check_final=False)
+    only(report, "shard_owner")
+    assert "patch events in namespace 'ns1' by 'a' while the namespace was assigned to 'b'" in report.violations[0].detail
+
+
+def test_shard_owner_sees_ownership_move_only_at_the_assignment_write() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    h.member("a", delete_by="b")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/b")  # fenced a, but has not taken ns1 yet
+    assert check(h, check_final=False).count("shard_owner") == 1
+    h.assign("ns1", "b")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/b")
+    assert check(h, check_final=False).count("shard_owner") == 1
+
+
+def test_a_fenced_replicas_event_composed_before_its_pause_counts_as_in_flight() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")
+    stopped = h.time + 0.5
+    h.advance(5.0)
+    h.member("a", delete_by="b")
+    h.assign("ns1", "b")
+    continued = h.time + 0.1
+    h.advance(0.2)
+    involved = {"kind": "Run", "namespace": "ns1", "name": "x"}
+    h.raw(EVENTS, "create", {"metadata": {"name": f"x.{int((stopped - 0.01) * 1e9):x}", "namespace": "ns1"}, "involvedObject": involved},
+          "kruntimes-scheduler/a")  # past the gate when the SIGSTOP came
+    h.raw(EVENTS, "create", {"metadata": {"name": f"x.{int((continued + 0.05) * 1e9):x}", "namespace": "ns1"}, "involvedObject": involved},
+          "kruntimes-scheduler/a")  # composed after the SIGCONT: a real violation
+    report = check(h, check_final=False)
+    assert report.count("shard_owner") == 2, report.summary()
+    excused = in_flight_at_pause(h.records, report, [("a", stopped, continued)])
+    assert [v.resource_version for v in excused] == [h.records[-2].resource_version]
+
+
+def test_write_discipline_accepts_shard_lease_writes_and_nothing_else_on_leases() -> None:
+    h = sharded("a", "b")
+    h.assign("ns1", "a")  # create
+    h.assign("ns1", "", by="a")  # update (release)
+    h.member("a")  # update (renewal)
+    h.member("b", delete_by="a")  # delete (fence)
+    h.member("a", delete_by="a")  # delete (graceful stop)
+    report = check(h, check_final=False)
+    assert report.ok, report.summary()
+    assert report.checked["write_discipline"] == 7  # the two members' creates too
+    h.lease("a")  # the election Lease ...
+    h.raw(LEASES, "delete", h.objects[("leases", "kruntimes-scheduler")], SCHED)  # ... is never deleted by the scheduler
+    h.raw(LEASES, "delete", {"metadata": {"name": "other", "namespace": "default"}}, SCHED)  # nor an unlabelled Lease
+    assert check(h, check_final=False).count("write_discipline") == 2
+
+
+def test_shard_leases_named_like_the_election_lease_do_not_turn_on_leader_only() -> None:
+    h = sharded("a")
+    h.raw(LEASES, "create", {"metadata": {"name": "kruntimes-scheduler", "namespace": "default",
+                                          "labels": {"kruntimes.io/shard-group": "kruntimes-scheduler", "kruntimes.io/shard-role": "member"}},
+                             "spec": {"holderIdentity": "b"}}, "kruntimes-scheduler/b")
+    h.assign("ns1", "a")
+    h.wait("x", WAIT, agent="kruntimes-scheduler/a")
+    report = check(h, check_final=False)
+    assert report.ok and report.checked["leader_only"] == 0, report.summary()
+
+
 def test_final_state_catches_a_run_left_pending_with_room() -> None:
     h = History()
     h.pod("p0")

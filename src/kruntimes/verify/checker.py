@@ -41,6 +41,20 @@ and checks the scheduler's promises (docs/reliability.md):
     exists). Neither the Lease's ``renewTime`` nor any clock is consulted: the
     server never expires a Lease, a standby takes it by writing it, and from
     that write on the old holder's writes are violations.
+``shard_owner``
+    When the history holds shard Leases (sharded mode, ``--shard-by-namespace``:
+    Leases labelled ``kruntimes.io/shard-group``), one writer per namespace at
+    every instant: every scheduler write in namespace ``ns`` — Run status
+    writes and Event creates and patches alike, anything but a Lease — comes
+    from the owner of ``ns`` at that point of the commit order. The owner is the
+    ``holderIdentity`` of the latest version of the assignment Lease
+    ``<group>-ns-<ns>`` (label ``kruntimes.io/shard-role: assignment``; nobody
+    before it exists, after a release or after its deletion), and only while
+    the owner's membership Lease (label ``kruntimes.io/shard-role: member``
+    whose ``holderIdentity`` is the owner) has not been deleted since that
+    assignment version was committed: a fenced replica owns nothing it claimed
+    before the fence, even before anyone takes its namespaces over. As for
+    ``leader_only``, no clock is consulted: the server never expires a Lease.
 
 Scheduler writes are recognised by their User-Agent (``kruntimes-scheduler/<identity>``).
 This is a purely computational module: it imports :mod:`kruntimes.pure` only.
@@ -82,8 +96,8 @@ from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.snapshot import take
 from kruntimes.verify.history import Write
 
-Invariant: TypeAlias = Literal["capacity", "double_bind", "final_state", "write_discipline", "leader_only"]
-INVARIANTS: Final[tuple[Invariant, ...]] = ("capacity", "double_bind", "final_state", "write_discipline", "leader_only")
+Invariant: TypeAlias = Literal["capacity", "double_bind", "final_state", "write_discipline", "leader_only", "shard_owner"]
+INVARIANTS: Final[tuple[Invariant, ...]] = ("capacity", "double_bind", "final_state", "write_discipline", "leader_only", "shard_owner")
 
 SCHEDULER_AGENT: Final = "kruntimes-scheduler"
 LEASE_NAME: Final = "kruntimes-scheduler"
@@ -101,6 +115,13 @@ _ALLOWED_OTHER_WRITES: Final = {
     ("events.k8s.io", "events"): frozenset({"create", "patch", "update"}),
     ("coordination.k8s.io", "leases"): frozenset({"create", "update", "patch"}),
 }
+SHARD_GROUP_LABEL: Final = "kruntimes.io/shard-group"
+SHARD_ROLE_LABEL: Final = "kruntimes.io/shard-role"
+SHARD_NAMESPACE_LABEL: Final = "kruntimes.io/shard-namespace"
+SHARD_MEMBER: Final = "member"
+SHARD_ASSIGNMENT: Final = "assignment"
+_SHARD_LEASE_WRITES: Final = frozenset({"create", "update", "patch", "delete"})
+"""Sharded mode deletes membership Leases too: a graceful stop deletes its own, a fence an expired one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +226,44 @@ def _run_label(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
 
+def _is_lease(w: Write) -> bool:
+    return w.resource.group == "coordination.k8s.io" and w.resource.plural == "leases"
+
+
+def _shard_role(w: Write) -> str | None:
+    """The ``kruntimes.io/shard-role`` of a shard Lease ("" when it has none); ``None`` for anything else."""
+    if not _is_lease(w):
+        return None
+    labels = _get(w.object, "metadata", "labels")
+    if not isinstance(labels, Mapping) or not isinstance(labels.get(SHARD_GROUP_LABEL), str):
+        return None
+    role = labels.get(SHARD_ROLE_LABEL)
+    return role if isinstance(role, str) else ""
+
+
+def _assigned_namespace(w: Write) -> str:
+    """The namespace an assignment Lease ``<group>-ns-<namespace>`` is for (its label, else its name)."""
+    labels = _get(w.object, "metadata", "labels")
+    group = labels.get(SHARD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+    named = labels.get(SHARD_NAMESPACE_LABEL) if isinstance(labels, Mapping) else None
+    if isinstance(named, str) and named:
+        return named
+    prefix = f"{group}-ns-"
+    return w.name[len(prefix):] if w.name.startswith(prefix) else ""
+
+
+def _subject(w: Write) -> tuple[str, str, str]:
+    """(``namespace/name`` of the Run, pod, what was written) of a scheduler write, for a violation."""
+    plural = w.resource.plural
+    if plural == "runs":
+        run, pod = _run_label(w.namespace, w.name), _text(w.object, "status", "assignedPod")
+    else:
+        involved = _get(w.object, "involvedObject")
+        run = _run_label(_text(involved, "namespace"), _text(involved, "name")) if isinstance(involved, Mapping) and _text(involved, "kind") == "Run" else ""
+        pod = ""
+    return run, pod, f"{w.verb} {plural}" + (f"/{w.subresource}" if w.subresource else "")
+
+
 @dataclass(frozen=True, slots=True)
 class _PodVersion:
     time: float
@@ -259,6 +318,12 @@ class _Replay:
         self.elected = False
         """Whether the history holds the election Lease at all: then every scheduler write is judged."""
         self.lease_holder = ""
+        self.sharded = False
+        """Whether the history holds shard Leases at all: then every scheduler write is judged by its namespace's owner."""
+        self.assignments: dict[str, tuple[str, int]] = {}
+        """Namespace -> (holder of its assignment Lease, resourceVersion of that assignment version)."""
+        self.member_deleted: dict[str, int] = {}
+        """Identity -> resourceVersion of the latest deletion of its membership Lease."""
         self.last_time = 0.0
 
     def violate(self, invariant: Invariant, rv: int, run: str, pod: str, detail: str) -> None:
@@ -271,7 +336,7 @@ class _Replay:
     # --- records ---
 
     def is_election_lease(self, w: Write) -> bool:
-        return w.resource.group == "coordination.k8s.io" and w.resource.plural == "leases" and w.name == self.options.lease_name
+        return _is_lease(w) and w.name == self.options.lease_name and _shard_role(w) is None
 
     def record(self, w: Write) -> None:
         self.last_time = max(self.last_time, w.time)
@@ -282,6 +347,8 @@ class _Replay:
             self.writers[w.user_agent] = self.writers.get(w.user_agent, 0) + 1
             if self.elected and not self.is_election_lease(w):
                 self.check_leader(w)
+            if self.sharded and not _is_lease(w):
+                self.check_shard_owner(w)
         if group == "kruntimes.io" and plural == "runs":
             self.run_record(w, scheduler)
         elif group == "" and plural == "pods":
@@ -294,9 +361,11 @@ class _Replay:
                 self.workspaces[key] = w.object
         elif self.is_election_lease(w):
             self.lease_holder = "" if w.event_type == "DELETED" else _text(w.object, "spec", "holderIdentity")
+        else:
+            self.shard_lease_record(w)
         if scheduler and not (group == "kruntimes.io" and plural == "runs"):
             self.checked["write_discipline"] += 1
-            allowed = _ALLOWED_OTHER_WRITES.get((group, plural), frozenset())
+            allowed = _SHARD_LEASE_WRITES if _shard_role(w) is not None else _ALLOWED_OTHER_WRITES.get((group, plural), frozenset())
             if w.verb not in allowed:
                 what = f"{w.verb} {plural}" + (f"/{w.subresource}" if w.subresource else "") + (f".{group}" if group else "")
                 self.violate("write_discipline", w.resource_version, "", "", f"unexpected scheduler write: {what}")
@@ -309,16 +378,39 @@ class _Replay:
         self.checked["leader_only"] += 1
         if identity == self.lease_holder:
             return
-        plural = w.resource.plural
-        if plural == "runs":
-            run, pod = _run_label(w.namespace, w.name), _text(w.object, "status", "assignedPod")
-        else:
-            involved = _get(w.object, "involvedObject")
-            run = _run_label(_text(involved, "namespace"), _text(involved, "name")) if isinstance(involved, Mapping) and _text(involved, "kind") == "Run" else ""
-            pod = ""
-        what = f"{w.verb} {plural}" + (f"/{w.subresource}" if w.subresource else "")
+        run, pod, what = _subject(w)
         holder = self.lease_holder or "(nobody)"
         self.violate("leader_only", w.resource_version, run, pod, f"{what} by {identity!r} while the lease was held by {holder!r}")
+
+    def shard_lease_record(self, w: Write) -> None:
+        """Follow the assignment holders and the deletions of membership Leases."""
+        role = _shard_role(w)
+        if role == SHARD_MEMBER and w.event_type == "DELETED":
+            identity = _text(w.object, "spec", "holderIdentity")
+            if identity:
+                self.member_deleted[identity] = w.resource_version
+        elif role == SHARD_ASSIGNMENT:
+            namespace = _assigned_namespace(w)
+            if namespace:
+                holder = "" if w.event_type == "DELETED" else _text(w.object, "spec", "holderIdentity")
+                self.assignments[namespace] = (holder, w.resource_version)
+
+    def check_shard_owner(self, w: Write) -> None:
+        """``shard_owner``: the writer holds its namespace's assignment, and its membership was not deleted since."""
+        identity = w.user_agent.partition("/")[2]
+        self.checked["shard_owner"] += 1
+        holder, since = self.assignments.get(w.namespace, ("", 0))
+        fenced_at = self.member_deleted.get(identity, -1) if identity else -1
+        if identity and identity == holder and fenced_at < since:
+            return
+        run, pod, what = _subject(w)
+        writer = identity or "(no identity)"
+        if identity and identity == holder:
+            detail = (f"{what} in namespace {w.namespace!r} by {writer!r}, whose membership Lease was deleted at rv={fenced_at}"
+                      f" after it took the namespace at rv={since}")
+        else:
+            detail = f"{what} in namespace {w.namespace!r} by {writer!r} while the namespace was assigned to {holder or '(nobody)'!r}"
+        self.violate("shard_owner", w.resource_version, run, pod, detail)
 
     def pod_record(self, w: Write) -> None:
         key = (w.namespace, w.name)
@@ -558,6 +650,7 @@ def check_history(records: Iterable[Write], options: CheckOptions = CheckOptions
     replay = _Replay(options)
     # a write made before the Lease first appears is judged too (nobody held it then)
     replay.elected = any(replay.is_election_lease(w) for w in history)
+    replay.sharded = any(_shard_role(w) is not None for w in history)
     count = 0
     for record in history:
         replay.record(record)
