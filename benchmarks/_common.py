@@ -220,6 +220,18 @@ def run_body(namespace: str, name: str, runtime: str = "python", labels: Mapping
     ).encode()
 
 
+def in_parallel(creators: int, creator: Callable[[int], None], errors: Sequence[str]) -> None:
+    """Run ``creator(0 .. creators - 1)`` on threads of their own, wait for all, and fail with the
+    first of the ``errors`` they collected."""
+    threads = [threading.Thread(target=creator, args=(i,), daemon=True) for i in range(creators)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} creates failed, first: {errors[0]}")
+
+
 def create_runs(url: str, namespace: str, names: Sequence[str], *, creators: int, rate: float | None = None,
                 runtime: str = "python", sent: dict[tuple[str, str], float] | None = None) -> dict[tuple[str, str], float]:
     """POST Runs from ``creators`` threads (own pools), as fast as the server accepts or paced at
@@ -250,13 +262,7 @@ def create_runs(url: str, namespace: str, names: Sequence[str], *, creators: int
         with lock:
             out.update(local)
 
-    threads = [threading.Thread(target=creator, args=(i,), daemon=True) for i in range(creators)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"{len(errors)} creates failed, first: {errors[0]}")
+    in_parallel(creators, creator, errors)
     return out
 
 

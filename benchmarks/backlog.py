@@ -69,6 +69,7 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    in_parallel,
     ALL_RUNS_PATH,
     JSON_HEADERS,
     RUNS_PATH,
@@ -184,13 +185,7 @@ def create(url: str, namespace: str, bodies: Sequence[bytes], creators: int, don
             elif done is not None:
                 done.append(time.perf_counter())
 
-    threads = [threading.Thread(target=creator, args=(i,), daemon=True) for i in range(creators)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"{len(errors)} creates failed, first: {errors[0]}")
+    in_parallel(creators, creator, errors)
 
 
 @dataclass(eq=False)

@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import (  # noqa: E402
+    in_parallel,
     ALL_RUNS_PATH,
     JSON_HEADERS,
     RUNS_PATH,
@@ -253,13 +254,7 @@ def create(url: str, runs: Sequence[tuple[str, str]], creators: int = 4) -> None
             if resp.status != 201:
                 errors.append(f"{resp.status} {resp.data[:200]!r}")
 
-    threads = [threading.Thread(target=creator, args=(i,), daemon=True) for i in range(creators)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"{len(errors)} creates failed, first: {errors[0]}")
+    in_parallel(creators, creator, errors)
 
 
 def burst_of(sizes: dict[str, int], prefix: str = "b") -> list[tuple[str, str]]:
