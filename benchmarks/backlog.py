@@ -48,13 +48,19 @@ its simulator executing Runs; the create rate over the 1,000 creates that end at
 given count, the server's CPU share meanwhile and its CPU milliseconds per create.
 
 Prints one JSON object, then one summary line per variant. ``--plot FILE`` writes a PNG of
-the backlog and binds/s over time.
+the backlog and binds/s over time. ``--profile DIR`` samples the scheduler with ``py-spy
+record --gil`` (it must be on PATH or in the virtualenv) from readiness to the last
+completion and writes each variant's collapsed stacks to ``DIR/<variant>.txt`` (sampling
+slows the scheduler: its CPU figures are then not comparable).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -339,6 +345,27 @@ def rss_probe(server: ServerProcess, tmp: Path, extra: Sequence[str]) -> int:
         stop_process(proc)
 
 
+def start_profiler(directory: Path, label: str, pid: int) -> subprocess.Popen[bytes]:
+    """``py-spy record --gil`` of ``pid`` into ``directory/<label>.txt`` (collapsed stacks), until stopped."""
+    found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+    directory.mkdir(parents=True, exist_ok=True)
+    out = directory / f"{label}.txt"
+    return subprocess.Popen([found, "record", "--gil", "--format", "raw", "--rate", "200", "-p", str(pid), "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=open(directory / f"{label}.py-spy.log", "wb"))
+
+
+def stop_profiler(profiler: subprocess.Popen[bytes]) -> None:
+    """End the recording; py-spy writes its output on SIGINT."""
+    profiler.send_signal(signal.SIGINT)
+    try:
+        profiler.wait(30)
+    except subprocess.TimeoutExpired:
+        profiler.kill()
+        profiler.wait(5)
+
+
 def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     runtimes = [arg for ns in variant.namespaces for arg in ("--runtime", f"{ns.name}/python={ns.pods}x{ns.slots}")]
     server = ServerProcess.start(
@@ -385,6 +412,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         if not wait_http_ok(metrics_url + "/readyz", 300):
             raise RuntimeError("the scheduler did not become ready")
         cpu_ready = cpu_seconds(proc.pid)
+        profiler = start_profiler(args.profile, variant.label, proc.pid) if args.profile is not None else None
         timeout = args.timeout if args.timeout is not None else max(300.0, 10 * variant.ideal_seconds + 120)
         try:
             wait_for(lambda: len(watcher.finished) >= fit, timeout, f"{fit} Runs to finish", watcher)
@@ -392,6 +420,8 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         except TimeoutError:
             out["complete"] = False  # the figures below are then over the Runs bound so far
         cpu_done = cpu_seconds(proc.pid)
+        if profiler is not None:
+            stop_profiler(profiler)
         stop.set()
         sampler.join()
         metrics = scrape(metrics_url)
@@ -521,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--create-rate", metavar="COUNTS", help="measure only the dev cluster's create rate at these Run counts (e.g. 2000,10000,50000)")
     parser.add_argument("--timeout", type=float, help="longest drain, seconds (default 10 x the ideal + 120 s, at least 300 s); figures are then partial")
     parser.add_argument("--plot", type=Path, help="write a PNG of backlog and binds/s over time here")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the scheduler from readiness to the last completion; collapsed stacks in DIR/<variant>.txt")
     parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("1000,5000" if args.quick else "1000,10000,50000")).split(",") if s]
