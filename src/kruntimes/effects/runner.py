@@ -24,6 +24,14 @@ leader plan against a ledger that lacks our in-flight reservation).
 
 Standbys run the informers (warm caches, ready to take over) but no workers,
 and write nothing.
+
+Sharded mode (``shard_group``, ``--shard-by-namespace``): no election; every replica runs
+its workers from the start and ``effects.sharding.ShardMember`` decides which namespaces it
+owns. This class is that member's ``NamespaceHost``: a namespace taken gets its own three
+informers (their first list is the new owner's consistent read), an empty ledger for it and
+its Pending Runs activated once the lists are applied; a namespace let go has its keys
+dropped, its informers stopped and its objects forgotten. The write gate is asked per
+namespace, and a worker drops a key whose namespace is not open here.
 """
 
 from __future__ import annotations
@@ -411,7 +419,8 @@ class Scheduler:
         return all(informer.has_synced() for informer in self._informers)
 
     def ready(self) -> bool:
-        """``/readyz``: caches synced and, when electing, the current leader is known."""
+        """``/readyz``: caches synced and, when electing, the current leader is known (sharded:
+        this replica is a member of its group)."""
         shard = self._shard
         if shard is not None:  # ready once in the group; namespaces come and go with their own lists
             return shard.joined and not self._stopping.is_set()
