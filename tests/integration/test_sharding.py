@@ -9,6 +9,7 @@ from collections import defaultdict
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import LEASES, Kube
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
+from kruntimes.effects.sharding import ShardMember
 from kruntimes.pure.sharding import GROUP_LABEL
 
 from .conftest import SchedulerFactory
@@ -52,17 +53,23 @@ def _all_open(*replicas: Scheduler) -> bool:
     return sorted(ns for group in owned for ns in group) == sorted(NAMESPACES)
 
 
-def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
-    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
-) -> None:
-    _namespaces(bare_kube)
-    alpha, beta = _replica(bare_scheduler, "alpha"), _replica(bare_scheduler, "beta")
+def _split(kube: Kube, start: SchedulerFactory) -> tuple[Scheduler, Scheduler, ShardMember, ShardMember]:
+    """Four namespaces, replicas alpha and beta, once they hold two each."""
+    _namespaces(kube)
+    alpha, beta = _replica(start, "alpha"), _replica(start, "beta")
     a_shard, b_shard = alpha.shard, beta.shard
     assert a_shard is not None and b_shard is not None
     # alpha may take all four before beta joins; then gives beta its share (at most ceil(4 / 2) each)
     assert wait_until(
         lambda: _all_open(alpha, beta) and len(a_shard.owned) == len(b_shard.owned) == 2, timeout=15
     ), "the namespaces were not split"
+    return alpha, beta, a_shard, b_shard
+
+
+def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
+    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
+) -> None:
+    alpha, beta, _, _ = _split(bare_kube, bare_scheduler)
     for replica in (alpha, beta):  # each watches only its own namespaces
         assert replica.shard is not None
         assert {pod.namespace for pod in replica.state.get().pods()} == replica.shard.owned
@@ -81,11 +88,7 @@ def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
 def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_there(
     bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
 ) -> None:
-    _namespaces(bare_kube)
-    alpha, beta = _replica(bare_scheduler, "alpha"), _replica(bare_scheduler, "beta")
-    a_shard, b_shard = alpha.shard, beta.shard
-    assert a_shard is not None and b_shard is not None
-    assert wait_until(lambda: _all_open(alpha, beta) and len(b_shard.owned) == 2, timeout=15)
+    alpha, beta, a_shard, b_shard = _split(bare_kube, bare_scheduler)
     moved = sorted(b_shard.owned)
     assert beta.stop(timeout=10)
     stopped = time.monotonic()
