@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import cast
+
+from returns.result import Result
+
+from kruntimes.effects.kube import ApiError, JSONObject
 
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.leader import LeaderElector
@@ -93,3 +98,36 @@ def test_a_repeat_patch_is_fenced_like_a_create() -> None:
     _drain(recorder)
     assert len(kube.created) == 1 and kube.patched == []
     assert recorder.fenced == 1
+
+
+class _SlowEvents(FakeEvents):
+    """Holds every create until released, so a test can look while an Event is on the wire."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sending = threading.Event()
+        self.release = threading.Event()
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        self.sending.set()
+        self.release.wait(5)
+        return super().create(path, body)
+
+
+def test_an_event_on_the_wire_keeps_its_namespace_busy_until_its_request_ends() -> None:
+    """Sharded mode releases a namespace only when nothing of it is being written: an Event that
+    passed the gate before the gate closed must have landed before the new owner may write."""
+    kube = _SlowEvents()
+    run = _run()
+    recorder = EventRecorder(kube, may_write=lambda namespace: True)
+    recorder.scheduled(run, "pod-0")
+    recorder.start()
+    try:
+        assert kube.sending.wait(5)
+        assert recorder.writing(run.namespace) and not recorder.writing("elsewhere")
+        kube.release.set()
+        assert recorder.flush(5)
+        assert not recorder.writing(run.namespace)
+    finally:
+        kube.release.set()
+        recorder.stop()

@@ -169,6 +169,8 @@ class EventRecorder:
         self._series: OrderedDict[tuple[str, str, str, str], tuple[str, int]] = OrderedDict()
         """(namespace, run uid, reason, message) -> (Event name, count); the writer thread's alone."""
         self._thread: threading.Thread | None = None
+        self._writing: str | None = None
+        """The namespace of the Event the writer thread is sending now, if any."""
         self.dropped = 0
         self.written = 0
         self.failed = 0
@@ -305,6 +307,19 @@ class EventRecorder:
 
     def _write(self, item: _Pending) -> None:
         self._bucket.take()
+        # Published before the gate is asked: whoever closes a namespace's gate and then finds
+        # it not writing here knows that no request for it can still leave (sharded handoffs).
+        self._writing = item.namespace
+        try:
+            self._write_authorized(item)
+        finally:
+            self._writing = None
+
+    def writing(self, namespace: str) -> bool:
+        """An Event of ``namespace`` is being written now (it passed, or is about to ask, the gate)."""
+        return self._writing == namespace
+
+    def _write_authorized(self, item: _Pending) -> None:
         series_key = (item.namespace, item.run_uid, item.reason, item.message)
         known = self._series.get(series_key)
         if known is not None:

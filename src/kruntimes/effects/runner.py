@@ -815,8 +815,10 @@ class Scheduler:
         self._events.forget_namespace(namespace)
 
     def namespace_busy(self, namespace: str) -> bool:
+        """A cycle of the namespace is running, or one of its Events is being sent."""
         with self._lock:
-            return self._in_flight.get(namespace, 0) > 0
+            cycling = self._in_flight.get(namespace, 0) > 0
+        return cycling or self._events.writing(namespace)
 
     def unwatch_namespace(self, namespace: str) -> None:
         with self._lock:
