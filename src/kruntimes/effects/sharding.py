@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Protocol
 
@@ -130,15 +130,6 @@ class _Seen:
     duration: float
 
 
-@dataclass(slots=True)
-class _Round:
-    """What one round read; ``None`` fields could not be read (the round decides nothing)."""
-
-    live: frozenset[str] = frozenset()
-    namespaces: tuple[str, ...] | None = None
-    assignments: dict[str, JSONObject] | None = field(default=None)
-
-
 def _spec(lease: Mapping[str, object]) -> Mapping[str, object]:
     spec = lease.get("spec")
     return spec if isinstance(spec, Mapping) else {}
@@ -155,16 +146,19 @@ def _labels(lease: Mapping[str, object]) -> Mapping[str, object]:
     return labels if isinstance(labels, Mapping) else {}
 
 
-def _uid(obj: Mapping[str, object]) -> str:
+def _meta(obj: Mapping[str, object], key: str) -> str:
+    """A text field of ``metadata`` ("" when absent)."""
     metadata = obj.get("metadata")
-    uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
-    return uid if isinstance(uid, str) else ""
+    value = metadata.get(key) if isinstance(metadata, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def _uid(obj: Mapping[str, object]) -> str:
+    return _meta(obj, "uid")
 
 
 def _name(obj: Mapping[str, object]) -> str:
-    metadata = obj.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    return name if isinstance(name, str) else ""
+    return _meta(obj, "name")
 
 
 class ShardMember:
