@@ -17,7 +17,7 @@ from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueOrder
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.status import applied
 from kruntimes.pure.step import Step, transact
-from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
+from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace
 
 
 class FakeClock:
@@ -161,6 +161,75 @@ def test_a_group_that_is_being_served_needs_no_safety_net_for_the_runs_behind() 
     assert harness.ready() == ["r1"]  # admitted now: the group made progress
     harness.clock.now += 10  # r2 and r3 parked 35 s ago, but their group admitted 10 s ago
     assert harness.queue.sweep() == 0
+
+
+def test_a_run_whose_message_names_a_constraint_gets_the_safety_net_while_its_group_is_served() -> None:
+    """A Run that waits on a Lost workspace was planned while no pod was available, so it carries
+    the generic message. The pod comes back and the group's backlog is served, but admission never
+    takes this Run (the workspace filter refuses it): only a new plan writes its true message, so
+    the served group's exemption must not cover it."""
+    pod = decoded_pod("a", capacity={"runs": "1"}, ready=False, resource_version="1")
+    runs = [decoded_run(f"r{i}", created=at(i)) for i in range(4)]
+    harness = Harness(pod, decoded_workspace("ws", phase="Lost"), decoded_run("w", workspace="ws", created=at(-100)), *runs)
+    harness.queue.activate_pending()  # the backlog, parked: no pod is available
+    assert harness.ready() == []
+    harness.queue.activate([RunKey("default", "w")])  # e.g. its workspace changed
+    cycled = harness.cycle()
+    assert cycled is not None and cycled[1].write is not None
+    assert cycled[1].write.patch.message == 'waiting for available runtime pods for runtime "python"'
+    harness.event("MODIFIED", decoded_pod("a", capacity={"runs": "1"}, resource_version="2"))  # ready again
+    bound = harness.cycle()  # r0 is admitted and binds; the workspace Run is not admitted
+    assert bound is not None and bound[0].name == "r0" and bound[1].settled.outcome == "scheduled"
+    assert harness.take() is None
+    harness.clock.now += 25
+    harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
+    assert harness.ready() == ["r1"]  # the group is being served
+    harness.clock.now += 10
+    assert harness.queue.sweep() == 1  # the constrained Run, parked 35 s ago; not r2 and r3 behind r1
+    key = harness.take()
+    assert key == RunKey("default", "w")
+    step = harness.decide(key)
+    assert step.write is not None and step.write.patch.message == 'waiting for workspace "ws" placement for runtime "python"'
+
+
+def test_a_new_leader_gives_the_safety_net_to_a_constrained_run_it_parked_unplanned() -> None:
+    """A Run parked unplanned by a new leader carries the message of an earlier term; when it has a
+    constraint that message may no longer be the true one, so it is re-planned within 30 s even
+    though its group is being served."""
+    affinity = {"runAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kruntimes.io/runtime-pod"}]}}
+    anti = decoded_run("anti", affinity=affinity, created=at(10), message='waiting for available runtime pods for runtime "python"')
+    runs = [decoded_run(f"r{i}", created=at(i)) for i in range(4)]
+    harness = Harness(decoded_pod("a", capacity={"runs": "1"}), anti, *runs)
+    harness.queue.activate_pending()
+    bound = harness.cycle()
+    assert bound is not None and bound[0].name == "r0" and bound[1].settled.outcome == "scheduled"
+    assert harness.take() is None
+    harness.clock.now += 25
+    harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
+    assert harness.ready() == ["r1"]
+    harness.clock.now += 10
+    assert harness.queue.sweep() == 1
+    assert harness.ready() == ["anti"]
+
+
+def test_a_new_leaders_backlog_plans_a_run_the_room_cannot_take_once_not_never() -> None:
+    """A new leader parks its backlog unplanned. A Run at the head that no pod can hold (a resource
+    no pod has) is skipped by every admission, so its turn in line never comes while the group is
+    served: the first pod with room that refuses it sends it to a cycle, which gives it its waiting
+    status; planned once, it is parked for what could help it and not planned again."""
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    gpu = decoded_run("gpu", requests={"gpu": "1"}, created=at(-10))
+    runs = [decoded_run(f"r{i}", created=at(i)) for i in range(3)]
+    harness = Harness(pod, gpu, *runs)
+    harness.queue.activate_pending()  # r0 is admitted; gpu, refused, goes to its first cycle
+    cycled = harness.cycle()
+    assert cycled is not None and cycled[0].name == "gpu"
+    assert cycled[1].write is not None and cycled[1].write.patch.message == 'waiting for available runtime pods for runtime "python"'
+    bound = harness.cycle()
+    assert bound is not None and bound[0].name == "r0" and bound[1].settled.outcome == "scheduled"
+    harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
+    assert harness.ready() == ["r1"]  # the planned gpu Run is not sent round again
 
 
 def test_an_admitted_run_that_does_not_use_the_room_passes_it_to_the_next() -> None:

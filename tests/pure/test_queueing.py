@@ -76,7 +76,7 @@ def _admitted(state_objects: list[object], parked: list[str], pod: str = "a") ->
 
     state = from_objects(state_objects)  # type: ignore[arg-type]  # builders' objects
     keys = [RunKey("default", name) for name in parked]
-    return [k.name for k in admit(state, EMPTY_LEDGER, keys, pod, EMPTY_RESOURCES, NOW, DEFAULT_CONFIG)]
+    return [k.name for k in admit(state, EMPTY_LEDGER, keys, pod, EMPTY_RESOURCES, NOW, DEFAULT_CONFIG).admitted]
 
 
 def test_a_pod_with_room_for_two_admits_the_first_two_parked_runs_not_all() -> None:
@@ -92,6 +92,19 @@ def test_a_run_the_pod_cannot_take_does_not_hold_back_the_next_one() -> None:
     fits = decoded_run("fits")
     pod = decoded_pod("a", capacity={"runs": "2"})
     assert _admitted([pod, picky, big, fits], ["picky", "big", "fits"]) == ["fits"]
+
+
+def test_the_runs_a_pod_with_room_refuses_are_named_and_those_after_the_room_ran_out_are_not() -> None:
+
+    picky = decoded_run("picky", affinity=affinity_json(required=[term({"app": "db"})]), created=at(0))
+    big = decoded_run("big", requests={"runs": "3"}, created=at(1))
+    fits = [decoded_run(f"f{i}", created=at(2 + i)) for i in range(3)]
+    late = decoded_run("late", requests={"runs": "3"}, created=at(9))
+    state = from_objects([decoded_pod("a", capacity={"runs": "2"}), picky, big, *fits, late])
+    keys = [RunKey("default", name) for name in ("picky", "big", "f0", "f1", "f2", "late")]
+    admission = admit(state, EMPTY_LEDGER, keys, "a", EMPTY_RESOURCES, NOW, DEFAULT_CONFIG)
+    assert [k.name for k in admission.admitted] == ["f0", "f1"]
+    assert [k.name for k in admission.refused] == ["picky", "big"]  # the walk stopped when the room was used
 
 
 def test_a_full_pod_admits_nobody_and_the_walk_stops_at_once() -> None:

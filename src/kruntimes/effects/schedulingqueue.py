@@ -13,7 +13,8 @@ and an unschedulable pool with queueing hints and a periodic flush, this has:
   for a pod ends its cycle without filling the pod, the pod's remaining room admits the
   next one;
 - the **safety net** (``sweep``): a parked Run of a group that admitted nobody for 30 s
-  is planned again;
+  is planned again, and so is a constrained Run (required terms or a workspace) parked
+  30 s, whatever its group: its wait message follows the state only through a plan;
 - the **echo wait**: a Run whose wait message this scheduler just wrote is not planned
   again until the informer has shown that write (or :data:`ECHO_WAIT` passed): planned
   from the version before it, its bind would carry a stale resourceVersion and fail
@@ -40,7 +41,18 @@ from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.planner import precheck
-from kruntimes.pure.queueing import FIFO, MAX_ADMISSION_WALK, ParkReason, QueueEntry, QueueOrder, admit, entry_of, initial_order, park_reason
+from kruntimes.pure.queueing import (
+    FIFO,
+    MAX_ADMISSION_WALK,
+    ParkReason,
+    QueueEntry,
+    QueueOrder,
+    admit,
+    constrained,
+    entry_of,
+    initial_order,
+    park_reason,
+)
 from kruntimes.pure.state.cluster import ClusterState, Event
 from kruntimes.pure.step import BackOff, Forget, Next, Outcome, RequeueAfter, Step
 from kruntimes.pure.wakeups import Activate, Room, Targets, WakeupSource, signals
@@ -121,7 +133,8 @@ class SchedulingQueue:
             if not run.runtime or precheck(quick) is not None:
                 self.work.add(key)
             else:
-                self.parking.park_unplanned(key, run.runtime, self._policy.sort_key(entry_of(run)))
+                order = self._policy.sort_key(entry_of(run))
+                self.parking.park_unplanned(key, run.runtime, order, constrained=constrained(run))
                 groups.add((key.namespace, run.runtime))
         for namespace, runtime in sorted(groups):
             for slot in state.pod_slots(namespace, runtime):
@@ -183,9 +196,13 @@ class SchedulingQueue:
         if not parked:
             return
         state = self._state.get()
-        chosen = admit(
+        admission = admit(
             state, self._ledger.get(), parked, pod, self.parking.claimed(namespace, pod), self._now(), self._config, self._registry
         )
+        if admission.refused:  # a new leader's backlog: a Run this room cannot take gets its first plan now
+            for key in self.parking.plan_unplanned(admission.refused):
+                self.work.add(key)
+        chosen = admission.admitted
         if not chosen:
             return
         activated = self.parking.activate(chosen, pod=pod, requests=lambda key: _requests(state, key))
@@ -260,7 +277,8 @@ class SchedulingQueue:
             run = step.snapshot.run
             if isinstance(decided, Wait) and run is not None:
                 reason = park_reason(step.snapshot, decided)
-                if self.parking.park(key, run.runtime, reason, self._policy.sort_key(entry_of(run))):
+                order = self._policy.sort_key(entry_of(run))
+                if self.parking.park(key, run.runtime, reason, order, constrained=constrained(run)):
                     work.forget(key)
                     parked = True
                 else:

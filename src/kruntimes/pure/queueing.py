@@ -19,7 +19,9 @@ parked Runs a pod with free room can take: walked in queue order, each is
 checked against that one pod with the registry's own filters, and admitted
 while the pod has room for it — so the freed capacity activates the Runs that
 can use it, enough to use it, and a Run that cannot use it (affinity, a request
-that does not fit) never holds back a later one that can.
+that does not fit) never holds back a later one that can. A :func:`constrained`
+Run (required terms or a workspace) is re-planned by the safety net even while
+its group is being served, because only a plan keeps its wait message true.
 
 This is a purely computational module; the work queue and the parking lot
 themselves live in ``effects/``.
@@ -58,6 +60,7 @@ from kruntimes.pure.state.cluster import ClusterState
 __all__ = [
     "FIFO",
     "MAX_ADMISSION_WALK",
+    "Admission",
     "NAMESPACE_FAIR",
     "POLICIES",
     "Fifo",
@@ -67,6 +70,7 @@ __all__ = [
     "QueueOrder",
     "SortKey",
     "admit",
+    "constrained",
     "entry_of",
     "initial_order",
     "park_reason",
@@ -184,6 +188,28 @@ def park_reason(snapshot: Snapshot, wait: Wait) -> ParkReason:
     return "capacity"
 
 
+def constrained(run: Run) -> bool:
+    """Whether the Run's wait message can name something other than room: it has required
+    affinity or anti-affinity terms, or a workspace. Such a Run's message follows the state
+    (the generic message while no pod is available, its constraint's once pods are back), and
+    admission only takes a Run that a pod can hold, so the safety net re-plans it every 30 s
+    even while its group is being served; a Run without constraints only ever waits for room,
+    and its turn comes in order."""
+    return bool(run.affinity.required or run.affinity.anti_required or run.workspace is not None)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What one pod with room made of the parked Runs it examined, in queue order."""
+
+    admitted: tuple[RunKey, ...] = ()
+    """The Runs it can take now."""
+    refused: tuple[RunKey, ...] = ()
+    """The Runs a filter refused while the pod still had room for a Run: they cannot use this
+    room (affinity, workspace, a request larger than what is free)."""
+
+
 def admit(
     state: ClusterState,
     ledger: Ledger,
@@ -193,8 +219,8 @@ def admit(
     now: datetime,
     config: SchedulerConfig,
     registry: Registry = DEFAULT_REGISTRY,
-) -> tuple[RunKey, ...]:
-    """The parked Runs (given in queue order) that ``pod`` can take now.
+) -> Admission:
+    """The parked Runs (given in queue order) that ``pod`` can take now, and those it refused.
 
     ``claimed``: the requests of Runs already activated for this pod whose cycles
     have not ended. Each parked Run is judged by the registry's filters on this
@@ -204,6 +230,7 @@ def admit(
     :data:`MAX_ADMISSION_WALK` Runs.
     """
     admitted: list[RunKey] = []
+    refused: list[RunKey] = []
     extra = dict(claimed)
     for examined, key in enumerate(parked):
         if examined >= MAX_ADMISSION_WALK:
@@ -214,7 +241,7 @@ def admit(
         snapshot = take(state, ledger, key, now, config)
         slot = next((s for s in snapshot.pods if s.pod.name == pod), None)
         if slot is None:
-            return tuple(admitted)  # not a pod of this group (any more)
+            break  # not a pod of this group (any more)
         if extra:
             slot = PodSlot(slot.pod, plus_reserved(slot.usage, extra))
         if not slot.pod.available(now, config.stale_after()) or not fits(slot.pod.capacity, slot.usage, _ONE_RUN):
@@ -224,4 +251,6 @@ def admit(
             admitted.append(key)
             for name, amount in run.requests.items():
                 extra[name] = extra.get(name, 0) + amount
-    return tuple(admitted)
+        else:
+            refused.append(key)
+    return Admission(tuple(admitted), tuple(refused))
