@@ -134,7 +134,8 @@ class EpochResult:
     scheduler_exit_codes: list[int | None] = field(default_factory=list)
     graceful_exit_codes: list[int | None] = field(default_factory=list)
     diagnosis: str = ""
-    """When an invariant was violated: the violations in full and the history around them."""
+    """When an invariant was violated: the violations in full and the history around them; when the
+    cluster did not settle: the Runs that kept it from settling, with their writes."""
     takeovers_during_pauses: int = 0
     """Pauses during which another replica took the Lease (the paused leader was deposed), or, in
     sharded mode, one of the namespaces the paused replica held."""
@@ -740,6 +741,35 @@ def diagnose(history: list[Any], report: Report, *, seconds: float = 6.0, limit:
     return "\n".join(lines)
 
 
+def diagnose_stragglers(history: list[Any], cluster: DevCluster, config: SchedulerConfig, *, limit: int = 3) -> str:
+    """Why the cluster did not settle: for the first few Pending Runs the checker flags, the Run
+    as it stands (spec and status) and every committed write of it, with the writer, so a lost
+    wakeup, a stale message and a write that never came can be told apart."""
+    runs = cluster.store.list_objects(RUNS)[0]
+    pods = cluster.store.list_objects(PODS)[0]
+    workspaces = cluster.store.list_objects(WORKSPACES)[0]
+    flagged = pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)
+    if not flagged:
+        return ""
+    start = history[0].time if history else 0.0
+    by_label = {f"{r['metadata']['namespace']}/{r['metadata']['name']}": r for r in runs}
+    lines = [f"{len(flagged)} Run(s) did not settle:"]
+    for violation in flagged[:limit]:
+        lines.append(f"  {violation}")
+        obj = by_label.get(violation.run) or {}
+        lines.append(f"    spec={json.dumps(obj.get('spec'), sort_keys=True)} labels={(obj.get('metadata') or {}).get('labels')}")
+        namespace, _, name = violation.run.partition("/")
+        for w in history:
+            if w.resource.plural != "runs" or w.namespace != namespace or w.name != name:
+                continue
+            status = w.object.get("status") or {}
+            lines.append(
+                f"    t={w.time - start:7.3f}s rv={w.resource_version} {w.event_type} {w.verb}/{w.subresource} by {w.user_agent}: "
+                f"phase={status.get('phase')} pod={status.get('assignedPod')} message={str(status.get('message'))[:120]!r}"
+            )
+    return "\n".join(lines)
+
+
 def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = lambda _m: None) -> EpochResult:
     """Run one chaos epoch in ``workdir`` (scheduler logs go there) and check its history."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -809,7 +839,11 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             report=report, faults=fired, kills=kills, runs_created=world.created, phases=phases,
             settled=not remaining, seconds=time.monotonic() - started, stragglers=remaining,
             scheduler_exit_codes=fleet.exit_codes, graceful_exit_codes=fleet.graceful_exit_codes,
-            diagnosis="" if report.ok else diagnose(history, report), takeovers_during_pauses=len(takeovers),
+            diagnosis="\n".join(part for part in (
+                "" if report.ok else diagnose(history, report),
+                diagnose_stragglers(history, cluster, config) if remaining else "",
+            ) if part),
+            takeovers_during_pauses=len(takeovers),
             in_flight=[str(v) for v in in_flight], binds_by_writer=binds_by_writer,
         )
 

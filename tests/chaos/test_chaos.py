@@ -23,7 +23,7 @@ the lost-response epoch is an expected failure. Flip this when the rule lands.""
 
 def assert_kept_promises(result: EpochResult) -> None:
     summary = result.summary()
-    assert result.settled, summary
+    assert result.settled, f"{result.diagnosis}\n{summary}"
     # the diagnosis first: a long summary gets cut in CI output, the violations must not
     assert result.report.ok, f"{result.diagnosis}\n{summary}"
     assert result.report.binds > 0, summary
