@@ -163,11 +163,11 @@ def test_a_group_that_is_being_served_needs_no_safety_net_for_the_runs_behind() 
     assert harness.queue.sweep() == 0
 
 
-def test_a_run_whose_message_names_a_constraint_gets_the_safety_net_while_its_group_is_served() -> None:
+def test_a_constrained_run_planned_while_no_pod_was_available_is_planned_again_when_pods_come_back() -> None:
     """A Run that waits on a Lost workspace was planned while no pod was available, so it carries
     the generic message. The pod comes back and the group's backlog is served, but admission never
-    takes this Run (the workspace filter refuses it): only a new plan writes its true message, so
-    the served group's exemption must not cover it."""
+    takes this Run (the workspace filter refuses it): the first refusal sends it to a cycle that
+    writes its true message, and, planned against an available pod, it is not sent round again."""
     pod = decoded_pod("a", capacity={"runs": "1"}, ready=False, resource_version="1")
     runs = [decoded_run(f"r{i}", created=at(i)) for i in range(4)]
     harness = Harness(pod, decoded_workspace("ws", phase="Lost"), decoded_run("w", workspace="ws", created=at(-100)), *runs)
@@ -178,39 +178,13 @@ def test_a_run_whose_message_names_a_constraint_gets_the_safety_net_while_its_gr
     assert cycled is not None and cycled[1].write is not None
     assert cycled[1].write.patch.message == 'waiting for available runtime pods for runtime "python"'
     harness.event("MODIFIED", decoded_pod("a", capacity={"runs": "1"}, resource_version="2"))  # ready again
-    bound = harness.cycle()  # r0 is admitted and binds; the workspace Run is not admitted
-    assert bound is not None and bound[0].name == "r0" and bound[1].settled.outcome == "scheduled"
-    assert harness.take() is None
-    harness.clock.now += 25
-    harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
-    assert harness.ready() == ["r1"]  # the group is being served
-    harness.clock.now += 10
-    assert harness.queue.sweep() == 1  # the constrained Run, parked 35 s ago; not r2 and r3 behind r1
-    key = harness.take()
-    assert key == RunKey("default", "w")
-    step = harness.decide(key)
-    assert step.write is not None and step.write.patch.message == 'waiting for workspace "ws" placement for runtime "python"'
-
-
-def test_a_new_leader_gives_the_safety_net_to_a_constrained_run_it_parked_unplanned() -> None:
-    """A Run parked unplanned by a new leader carries the message of an earlier term; when it has a
-    constraint that message may no longer be the true one, so it is re-planned within 30 s even
-    though its group is being served."""
-    affinity = {"runAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kruntimes.io/runtime-pod"}]}}
-    anti = decoded_run("anti", affinity=affinity, created=at(10), message='waiting for available runtime pods for runtime "python"')
-    runs = [decoded_run(f"r{i}", created=at(i)) for i in range(4)]
-    harness = Harness(decoded_pod("a", capacity={"runs": "1"}), anti, *runs)
-    harness.queue.activate_pending()
+    again = harness.cycle()
+    assert again is not None and again[0].name == "w" and again[1].write is not None
+    assert again[1].write.patch.message == 'waiting for workspace "ws" placement for runtime "python"'
     bound = harness.cycle()
     assert bound is not None and bound[0].name == "r0" and bound[1].settled.outcome == "scheduled"
-    assert harness.take() is None
-    harness.clock.now += 25
     harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
-    assert harness.ready() == ["r1"]
-    harness.clock.now += 10
-    assert harness.queue.sweep() == 1
-    assert harness.ready() == ["anti"]
+    assert harness.ready() == ["r1"]  # the workspace Run, refused again, is not planned again
 
 
 def test_a_new_leaders_backlog_plans_a_run_the_room_cannot_take_once_not_never() -> None:

@@ -10,7 +10,17 @@ from hypothesis import strategies as st
 from kruntimes.pure.ledger import EMPTY_LEDGER
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES, RunKey
 from kruntimes.pure.model.plan import Wait
-from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, POLICIES, QueueEntry, QueueOrder, admit, initial_order, park_reason
+from kruntimes.pure.queueing import (
+    FIFO,
+    NAMESPACE_FAIR,
+    POLICIES,
+    QueueEntry,
+    QueueOrder,
+    admit,
+    initial_order,
+    park_reason,
+    parked_blind,
+)
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.step import transact
 from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
@@ -125,3 +135,19 @@ def test_park_reasons_say_what_could_help() -> None:
         wait = step.plan.unwrap()
         assert isinstance(wait, Wait)
         assert park_reason(step.snapshot, wait) == expected
+
+
+def test_a_constrained_run_planned_while_no_pod_was_available_is_parked_blind_and_no_other() -> None:
+
+    needs_db = affinity_json(required=[term({"app": "db"})])
+    cases = {
+        "constrained, no pod available": ([decoded_pod("a", ready=False)], {"affinity": needs_db}, True),
+        "constrained, a stale heartbeat": ([decoded_pod("a", heartbeat_at=at(-3600))], {"workspace": "ws"}, True),
+        "constrained, a pod available": ([decoded_pod("a")], {"affinity": needs_db}, False),
+        "plain, no pod available": ([decoded_pod("a", ready=False)], {}, False),
+    }
+    for name, (pods, spec, expected) in cases.items():
+        run = decoded_run("r", **spec)  # type: ignore[arg-type]  # the builder's keywords
+        step = transact(from_objects([*pods, run]), EMPTY_LEDGER, RunKey("default", "r"), NOW, DEFAULT_CONFIG)
+        assert isinstance(step.plan.unwrap(), Wait), name
+        assert parked_blind(step.snapshot) is expected, name

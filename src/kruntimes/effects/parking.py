@@ -16,15 +16,12 @@ Two rules keep wakeups from being lost:
   nobody for that long is activated anyway (``due``). A group that is being served —
   its Runs admitted one after the other as capacity frees — needs no re-planning of the
   Runs behind: their turn comes in order; re-planning them would only end in Wait again.
-  Except a *constrained* Run (``queueing.constrained``: required terms or a workspace):
-  admission takes it only when a pod can hold it, so in a served group nothing else would
-  ever re-plan it, and its wait message (which names its constraint, or not while no pod
-  is available) must follow the state. It is due after ``safety_net`` seconds whatever
-  its group does; these are kept apart in park order, so finding them costs O(due).
 
-A Run a new leader parked without planning it (its backlog) is planned as soon as a pod
-with room refuses it (``plan_unplanned``): its place in line would never place it, and
-until a cycle plans it, it has no waiting status of this term.
+A Run parked *blind* — by a new leader without a plan (its backlog), or after a cycle that
+found no pod available while the Run has a constraint (``queueing.parked_blind``) — is
+planned again as soon as a pod with room refuses it (``plan_blind``): its place in line
+would never place it, and its waiting status was not written against the pods that are
+there now (a new leader's backlog has none of this term at all).
 
 Claims: a Run admitted for a pod holds a claim on that pod's room until its cycle ends,
 so a second event for the same pod does not admit a second Run for the same room.
@@ -62,8 +59,9 @@ class _Parked:
 
 
 @final
-class _Unplanned(_Parked):
-    """Parked by a new leader without a plan (a type, not a field: a backlog of 50,000 pays nothing for it)."""
+class _Blind(_Parked):
+    """Parked without a plan that saw an available pod (a type, not a field: a backlog of 50,000
+    pays nothing for it)."""
 
     __slots__ = ()
 
@@ -88,8 +86,6 @@ class Parking:
         """(namespace, runtime) -> the counter at its last event."""
         self._touched_ns: dict[str, int] = {}
         self._started: dict[RunKey, int] = {}
-        self._constrained: dict[RunKey, None] = {}
-        """The parked constrained Runs, oldest parking first (re-parking moves a key to the end)."""
         self._claims: dict[_Slot, dict[RunKey, Resources]] = {}
         self._claim_of: dict[RunKey, _Slot] = {}
 
@@ -101,10 +97,10 @@ class Parking:
             self._started[key] = self._seq
             self._unpark_locked(key)
 
-    def park(self, key: RunKey, runtime: str, reason: ParkReason, order: SortKey, *, constrained: bool = False) -> bool:
+    def park(self, key: RunKey, runtime: str, reason: ParkReason, order: SortKey, *, blind: bool = False) -> bool:
         """Park a Run whose cycle ended in Wait; ``False`` (not parked) when an event for its
         namespace and runtime arrived during that cycle: queue it again now instead.
-        ``constrained``: the safety net re-plans it even while its group is being served."""
+        ``blind``: see :meth:`plan_blind`."""
         namespace = key.namespace
         with self._lock:
             started = self._started.pop(key, -1)
@@ -112,23 +108,24 @@ class Parking:
                 reason == "constraints" and self._touched_ns.get(namespace, -1) > started
             ):
                 return False
-            self._park_locked(key, (namespace, runtime, reason), order, constrained)
+            self._park_locked(key, (namespace, runtime, reason), order, _Blind if blind else _Parked)
             return True
 
-    def park_unplanned(self, key: RunKey, runtime: str, order: SortKey, *, constrained: bool = False) -> None:
-        """Park a Run no cycle has looked at yet (a new leader's backlog), as waiting for room."""
+    def park_unplanned(self, key: RunKey, runtime: str, order: SortKey) -> None:
+        """Park a Run no cycle has looked at yet (a new leader's backlog), as waiting for room
+        (and blind: see :meth:`plan_blind`)."""
         with self._lock:
-            self._park_locked(key, (key.namespace, runtime, "capacity"), order, constrained, _Unplanned)
+            self._park_locked(key, (key.namespace, runtime, "capacity"), order, _Blind)
 
-    def plan_unplanned(self, keys: Iterable[RunKey]) -> list[RunKey]:
-        """Take out of the lot those of ``keys`` that were parked unplanned (the caller queues
-        them): a pod with room refused them, so their turn in line will not place them, and
-        only a plan gives them their waiting status. Not an admission: the group's safety-net
-        clock is left alone."""
+    def plan_blind(self, keys: Iterable[RunKey]) -> list[RunKey]:
+        """Take out of the lot those of ``keys`` that were parked blind (the caller queues them):
+        a pod with room refused them, so their turn in line will not place them, and only a
+        plan gives them a true waiting status. Not an admission: the group's safety-net clock
+        is left alone."""
         out: list[RunKey] = []
         with self._lock:
             for key in keys:
-                if isinstance(self._where.get(key), _Unplanned) and self._unpark_locked(key):
+                if isinstance(self._where.get(key), _Blind) and self._unpark_locked(key):
                     out.append(key)
         return out
 
@@ -224,24 +221,19 @@ class Parking:
 
     def due(self) -> list[RunKey]:
         """The safety net: Runs parked ``safety_net`` seconds in a group that admitted nobody
-        for as long, and constrained Runs parked that long whatever their group; they leave
-        the lot (the caller queues them). A group being served is otherwise skipped whole, so
-        a large backlog that drains costs nothing here."""
+        for as long; they leave the lot (the caller queues them). A group being served is
+        skipped whole, so a large backlog that drains costs nothing here."""
         limit = self._clock() - self._safety_net
-        out: dict[RunKey, None] = {}
+        out: list[RunKey] = []
         with self._lock:
             for group, by_reason in list(self._groups.items()):
                 if self._admitted_at.get(group, -1e18) > limit:
                     continue
                 for items in list(by_reason.values()):
-                    out.update((key, None) for key in items if self._where[key].since <= limit)
-            for key in self._constrained:  # oldest parking first
-                if self._where[key].since > limit:
-                    break
-                out[key] = None
+                    out.extend(key for key in items if self._where[key].since <= limit)
             for key in out:
                 self._unpark_locked(key)
-        return list(out)
+        return out
 
     def __len__(self) -> int:
         with self._lock:
@@ -265,15 +257,11 @@ class Parking:
     def _rank(self, key: RunKey) -> tuple[SortKey, RunKey]:
         return self._where[key].order, key
 
-    def _park_locked(
-        self, key: RunKey, group: Group, order: SortKey, constrained: bool, kind: type[_Parked] = _Parked
-    ) -> None:
+    def _park_locked(self, key: RunKey, group: Group, order: SortKey, kind: type[_Parked]) -> None:
         self._unpark_locked(key)
         group = self._canonical.setdefault(group, group)
         namespace, runtime, reason = group
         self._where[key] = kind(group, order, self._clock())
-        if constrained:
-            self._constrained[key] = None
         insort(self._groups.setdefault((namespace, runtime), {}).setdefault(reason, []), key, key=self._rank)
 
     def _unpark_locked(self, key: RunKey) -> bool:
@@ -285,7 +273,6 @@ class Parking:
         items = by_reason[reason]
         del items[bisect_left(items, (parked.order, key), key=self._rank)]
         del self._where[key]
-        self._constrained.pop(key, None)  # kept apart, so a Run without constraints costs nothing more
         if not items:
             del by_reason[reason]
             del self._canonical[parked.group]

@@ -13,8 +13,11 @@ and an unschedulable pool with queueing hints and a periodic flush, this has:
   for a pod ends its cycle without filling the pod, the pod's remaining room admits the
   next one;
 - the **safety net** (``sweep``): a parked Run of a group that admitted nobody for 30 s
-  is planned again, and so is a constrained Run (required terms or a workspace) parked
-  30 s, whatever its group: its wait message follows the state only through a plan;
+  is planned again;
+- **blind** parking: a Run parked without a plan that saw an available pod (a new
+  leader's backlog; a constrained Run planned while no pod was available) is planned
+  again when a pod with room refuses it, so its waiting status is written against
+  the pods that are there, not left to the safety net of a group being served;
 - the **echo wait**: a Run whose wait message this scheduler just wrote is not planned
   again until the informer has shown that write (or :data:`ECHO_WAIT` passed): planned
   from the version before it, its bind would carry a stale resourceVersion and fail
@@ -48,10 +51,10 @@ from kruntimes.pure.queueing import (
     QueueEntry,
     QueueOrder,
     admit,
-    constrained,
     entry_of,
     initial_order,
     park_reason,
+    parked_blind,
 )
 from kruntimes.pure.state.cluster import ClusterState, Event
 from kruntimes.pure.step import BackOff, Forget, Next, Outcome, RequeueAfter, Step
@@ -133,8 +136,7 @@ class SchedulingQueue:
             if not run.runtime or precheck(quick) is not None:
                 self.work.add(key)
             else:
-                order = self._policy.sort_key(entry_of(run))
-                self.parking.park_unplanned(key, run.runtime, order, constrained=constrained(run))
+                self.parking.park_unplanned(key, run.runtime, self._policy.sort_key(entry_of(run)))
                 groups.add((key.namespace, run.runtime))
         for namespace, runtime in sorted(groups):
             for slot in state.pod_slots(namespace, runtime):
@@ -199,8 +201,8 @@ class SchedulingQueue:
         admission = admit(
             state, self._ledger.get(), parked, pod, self.parking.claimed(namespace, pod), self._now(), self._config, self._registry
         )
-        if admission.refused:  # a new leader's backlog: a Run this room cannot take gets its first plan now
-            for key in self.parking.plan_unplanned(admission.refused):
+        if admission.refused:  # a Run parked blind that this room cannot take is planned again now
+            for key in self.parking.plan_blind(admission.refused):
                 self.work.add(key)
         chosen = admission.admitted
         if not chosen:
@@ -278,7 +280,7 @@ class SchedulingQueue:
             if isinstance(decided, Wait) and run is not None:
                 reason = park_reason(step.snapshot, decided)
                 order = self._policy.sort_key(entry_of(run))
-                if self.parking.park(key, run.runtime, reason, order, constrained=constrained(run)):
+                if self.parking.park(key, run.runtime, reason, order, blind=parked_blind(step.snapshot)):
                     work.forget(key)
                     parked = True
                 else:

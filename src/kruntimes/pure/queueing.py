@@ -19,9 +19,10 @@ parked Runs a pod with free room can take: walked in queue order, each is
 checked against that one pod with the registry's own filters, and admitted
 while the pod has room for it — so the freed capacity activates the Runs that
 can use it, enough to use it, and a Run that cannot use it (affinity, a request
-that does not fit) never holds back a later one that can. A :func:`constrained`
-Run (required terms or a workspace) is re-planned by the safety net even while
-its group is being served, because only a plan keeps its wait message true.
+that does not fit) never holds back a later one that can. A Run parked
+*blind* (:func:`parked_blind`, or a new leader's backlog, parked unplanned)
+is planned again as soon as a pod with room refuses it: its wait message was
+not written against the pods that are there now.
 
 This is a purely computational module; the work queue and the parking lot
 themselves live in ``effects/``.
@@ -70,10 +71,10 @@ __all__ = [
     "QueueOrder",
     "SortKey",
     "admit",
-    "constrained",
     "entry_of",
     "initial_order",
     "park_reason",
+    "parked_blind",
 ]
 
 SortKey: TypeAlias = tuple[int, str, str]
@@ -188,14 +189,19 @@ def park_reason(snapshot: Snapshot, wait: Wait) -> ParkReason:
     return "capacity"
 
 
-def constrained(run: Run) -> bool:
-    """Whether the Run's wait message can name something other than room: it has required
-    affinity or anti-affinity terms, or a workspace. Such a Run's message follows the state
-    (the generic message while no pod is available, its constraint's once pods are back), and
-    admission only takes a Run that a pod can hold, so the safety net re-plans it every 30 s
-    even while its group is being served; a Run without constraints only ever waits for room,
-    and its turn comes in order."""
-    return bool(run.affinity.required or run.affinity.anti_required or run.workspace is not None)
+def parked_blind(snapshot: Snapshot) -> bool:
+    """Whether a Run parked after this snapshot's Wait must be planned again as soon as a pod
+    with room refuses it: it has required affinity or anti-affinity terms or a workspace, and
+    no pod was available when it was planned. Its wait message then says only that it waits
+    for pods; once pods are back, admission never takes it while its constraint holds, so
+    without a new plan the message would stay untrue while its group is being served. Planned
+    again with pods available it is parked for its constraint, so this costs one cycle per
+    return of the pods, not one per event."""
+    run = snapshot.run
+    if run is None or not (run.affinity.required or run.affinity.anti_required or run.workspace is not None):
+        return False
+    stale_after = snapshot.config.stale_after()
+    return not any(slot.pod.available(snapshot.now, stale_after) for slot in snapshot.pods)
 
 
 @final
