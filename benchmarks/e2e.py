@@ -46,6 +46,7 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kruntimes.devcluster.gcpauses import shorten_pauses  # noqa: E402
 from _common import (  # noqa: E402
     PODS_PATH,
     RUNS_PATH,
@@ -186,6 +187,11 @@ def burst_stats(sent: dict[tuple[str, str], float], watcher: BindWatcher) -> dic
             "p99": round(percentile(latencies, 0.99), 1),
             "max": round(max(latencies, default=0.0), 1),
         },
+        # the slowest Runs and when each was sent (seconds into the phase): a stall shows as a cluster
+        "slowest": [
+            {"sent_s": round(t - start, 3), "latency_ms": round((watcher.bound[k] - t) * 1000, 1)}
+            for k, t in sorted(((k, t) for k, t in sent.items() if k in watcher.bound), key=lambda kt: kt[1] - watcher.bound[kt[0]])[:10]
+        ],
     }
 
 
@@ -432,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             args.variants = "base,conflict10"
         args.settle = 35.0
     sys.setswitchinterval(0.001)  # the watcher's receive times should not wait 5 ms for the creators' GIL
+    shorten_pauses()  # nor for a full collection over every Run this process created
     pods = [int(p) for p in args.pods.split(",") if p]
     names = [v for v in args.variants.split(",") if v]
     variants: list[Variant] = []

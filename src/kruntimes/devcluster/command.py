@@ -16,6 +16,7 @@ from typing import Final
 from kruntimes.devcluster.auth import AuthFileError, Authorizer, parse_policy_file, parse_token_file
 from kruntimes.devcluster.cluster import DevCluster, is_loopback
 from kruntimes.devcluster.errors import ApiError
+from kruntimes.devcluster.gcpauses import shorten_pauses
 from kruntimes.devcluster.simulator import SimulatorSettings
 
 _RUNTIME: Final = re.compile(r"^(?:(?P<ns>[a-z0-9-]+)/)?(?P<name>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)=(?P<replicas>\d+)(?:x(?P<runs>\d+))?$")
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         auto_create_namespaces=args.auto_create_namespaces, log_requests=args.verbose, crd_paths=args.crds,
     )
     stop = threading.Event()
+    shorten_pauses()  # a process of its own: its store's full collections must not stall every request
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
