@@ -26,6 +26,16 @@ history replayed by ``kruntimes.verify`` (no overcommit, no double bind).
 4. floor B (namespace ``floor-b``). Throughput = Runs bound during the burst /
 (last bind seen − first create sent); ratio = scheduler / mean(floor A, floor B).
 
+Latency is measured from a creator's send to this process's watch receipt of the
+bind, so it also carries the API server's and this process's own pauses: both
+freeze the survivors of each full collection (``devcluster.gcpauses``), which
+otherwise stalled them for 240-440 ms at 5,000 pods. Each burst and the paced
+phase list their ``slowest`` Runs with the second they were sent, so a stall
+shows as a cluster; the paced phase also gives, from the scheduler's own
+histograms (bucket bounds, ms), its work-queue wait, a worker's whole turn on a
+key and the API server's answer to a PATCH (``inside_scheduler_ms``), which tell
+the scheduler's share of a paced Run's latency from the server's.
+
 Prints one JSON object, then a one-line summary per variant; ``--plot`` writes a PNG
 of per-second throughput. Exit status 1 when a check fails (leak, overcommit).
 """
@@ -35,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import queue
+import re
 import sys
 import tempfile
 import threading
@@ -195,6 +206,44 @@ def burst_stats(sent: dict[tuple[str, str], float], watcher: BindWatcher) -> dic
     }
 
 
+_BUCKET: Final = re.compile(r'^(?P<name>[a-z_]+)_bucket\{(?P<labels>.*)\}$')
+
+
+def histogram_quantile(before: dict[str, float], after: dict[str, float], name: str, q: float, match: str = "") -> float | None:
+    """The upper bound (ms) of the bucket holding quantile ``q`` of what ``name`` observed between two
+    scrapes (series whose labels contain ``match``); ``None`` when it observed nothing."""
+    buckets: list[tuple[float, float]] = []
+    for key, value in after.items():
+        found = _BUCKET.match(key)
+        if found is None or found["name"] != name or match not in found["labels"]:
+            continue
+        le = re.search(r'le="([^"]+)"', found["labels"])
+        if le is not None:
+            buckets.append((float(le[1]), value - before.get(key, 0.0)))
+    buckets.sort()
+    total = buckets[-1][1] if buckets else 0.0
+    if total <= 0:
+        return None
+    for bound, count in buckets:
+        if count >= q * total:
+            return bound * 1000
+    return None
+
+
+def paced_breakdown(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
+    """Where a paced Run's time went inside the scheduler, from its own histograms (bucket bounds):
+    waiting in the work queue, a worker's whole turn on the key, and the API server's answer to a PATCH."""
+    return {
+        f"{what}_p{int(q * 100)}": histogram_quantile(before, after, name, q, match)
+        for what, name, match in (
+            ("queue_wait", "workqueue_queue_duration_seconds", ""),
+            ("work", "workqueue_work_duration_seconds", ""),
+            ("patch", "kruntimes_scheduler_api_request_duration_seconds", 'verb="PATCH"'),
+        )
+        for q in (0.5, 0.99)
+    }
+
+
 def floor_phase(server: ServerProcess, watcher: BindWatcher, args: argparse.Namespace, ns: str, tmp: Path) -> dict[str, Any]:
     import subprocess
 
@@ -307,9 +356,11 @@ def scheduler_phase(server: ServerProcess, watcher: BindWatcher, http: Http, var
         bound = result["burst"]["bound"]
         result["cpu_seconds_per_1000_binds"] = round((cpu1 - cpu0) / max(bound, 1) * 1000, 3)
         result["server_cpu_seconds_per_1000_binds"] = round((server_cpu1 - server_cpu0) / max(bound, 1) * 1000, 3)
+        before_paced = scrape(metrics_url)
         sent_paced = create_runs(server.url, SCHED_NS, paced, creators=2, rate=args.paced_rate)
         watcher.wait_all(SCHED_NS, paced, 120)
         result["paced"] = burst_stats(sent_paced, watcher) | {"rate": args.paced_rate}
+        result["paced"]["inside_scheduler_ms"] = paced_breakdown(before_paced, scrape(metrics_url))
         del result["paced"]["samples"]
         churn_stop.set()
         if churn is not None:
