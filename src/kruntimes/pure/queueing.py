@@ -59,9 +59,9 @@ from kruntimes.pure.snapshot import take
 from kruntimes.pure.state.cluster import ClusterState
 
 __all__ = [
+    "Admission",
     "FIFO",
     "MAX_ADMISSION_WALK",
-    "Admission",
     "NAMESPACE_FAIR",
     "POLICIES",
     "Fifo",
