@@ -182,7 +182,8 @@ def burst_stats(sent: dict[tuple[str, str], float], watcher: BindWatcher) -> dic
     start = min(sent.values())
     binds = [watcher.bound[k] for k in sent if k in watcher.bound]
     end = max(binds) if binds else start
-    latencies = [(watcher.bound[k] - t) * 1000 for k, t in sent.items() if k in watcher.bound]
+    timed = sorted(((watcher.bound[k] - t) * 1000, t) for k, t in sent.items() if k in watcher.bound)
+    latencies = [ms for ms, _ in timed]
     samples = throughput_samples(binds, start, end)
     elapsed = end - start
     return {
@@ -199,10 +200,7 @@ def burst_stats(sent: dict[tuple[str, str], float], watcher: BindWatcher) -> dic
             "max": round(max(latencies, default=0.0), 1),
         },
         # the slowest Runs and when each was sent (seconds into the phase): a stall shows as a cluster
-        "slowest": [
-            {"sent_s": round(t - start, 3), "latency_ms": round((watcher.bound[k] - t) * 1000, 1)}
-            for k, t in sorted(((k, t) for k, t in sent.items() if k in watcher.bound), key=lambda kt: kt[1] - watcher.bound[kt[0]])[:10]
-        ],
+        "slowest": [{"sent_s": round(t - start, 3), "latency_ms": round(ms, 1)} for ms, t in reversed(timed[-10:])],
     }
 
 

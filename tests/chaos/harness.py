@@ -696,9 +696,14 @@ def settled(cluster: DevCluster, config: SchedulerConfig) -> list[str]:
     busy = [f"{r['metadata']['namespace']}/{r['metadata']['name']}: {r['status']['phase']}" for r in runs if (r.get("status") or {}).get("phase") in ("Scheduled", "Running", "Ready")]
     if busy:
         return busy
+    return [str(v) for v in _flagged_pending(cluster, config, runs)]
+
+
+def _flagged_pending(cluster: DevCluster, config: SchedulerConfig, runs: list[Obj]) -> list[Violation]:
+    """The checker's ``final_state`` violations of the Pending Runs among ``runs``, against the pods and workspaces now."""
     pods = cluster.store.list_objects(PODS)[0]
     workspaces = cluster.store.list_objects(WORKSPACES)[0]
-    return [str(v) for v in pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)]
+    return pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)
 
 
 def diagnose(history: list[Any], report: Report, *, seconds: float = 6.0, limit: int = 3) -> str:
@@ -746,9 +751,7 @@ def diagnose_stragglers(history: list[Any], cluster: DevCluster, config: Schedul
     as it stands (spec and status) and every committed write of it, with the writer, so a lost
     wakeup, a stale message and a write that never came can be told apart."""
     runs = cluster.store.list_objects(RUNS)[0]
-    pods = cluster.store.list_objects(PODS)[0]
-    workspaces = cluster.store.list_objects(WORKSPACES)[0]
-    flagged = pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)
+    flagged = _flagged_pending(cluster, config, runs)
     if not flagged:
         return ""
     start = history[0].time if history else 0.0
