@@ -41,7 +41,9 @@ Figures:
   process's /metrics (scraped just before a SIGKILL and before the final SIGTERM), per bind, against
   ``single`` on the same workload (target <= 1.05x).
 * CPU: utime + stime of each replica (/proc/<pid>/stat) from the burst to the last Run's end, per
-  bind it made, against ``single`` (target <= 1.1x: the worst replica and the mean).
+  bind it made, against ``single`` (target <= 1.1x: the worst replica and the mean). Before the burst,
+  each replica's CPU over ``IDLE_WINDOW`` seconds with its namespaces taken and no Run
+  (``idle_cpu_ms_per_s``, at the /proc tick's 10 ms resolution): the fixed cost of a replica.
 
 Prints one JSON object (also to ``--out``), then a table.
 """
@@ -98,6 +100,8 @@ RUNS_PER_SLOT: Final = 5
 GROUP: Final = "bench"
 LEASE_NS: Final = "default"
 WORKERS: Final = 4
+IDLE_WINDOW: Final = 3.0
+"""Seconds of CPU measured with every namespace taken and no Run: the fixed cost of a replica."""
 CYCLES_METRIC: Final = "kruntimes_scheduler_sync_total"
 LEASES_PATH: Final = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases"
 
@@ -120,6 +124,7 @@ class Replica:
     cpu: float = 0.0
     cycles: float = 0.0
     stopped: bool = False
+    idle_ms_per_s: float | None = None
 
     def read(self) -> None:
         """Take the process's CPU and cycle counter now (while it runs)."""
@@ -299,7 +304,8 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
     cycles = sum(r.cycles for r in fleet.every)
     replicas = {
         r.identity: {"binds": binds.get(r.identity, 0), "cycles": r.cycles, "cpu_s": round(r.cpu - r.cpu_from, 2),
-                     "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None}
+                     "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
+                     "idle_cpu_ms_per_s": r.idle_ms_per_s}
         for r in fleet.every
     }
     return {"binds": total, "cycles": cycles, "cycles_per_bind": round(cycles / max(total, 1), 3),
@@ -323,8 +329,11 @@ def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse
         if not ready:
             raise RuntimeError(f"{label}: the replicas did not take the namespaces")
         time.sleep(1.0)  # the last owner's lists
+        idle_from = {r.identity: cpu_seconds(r.proc.pid) for r in fleet.every}
+        time.sleep(IDLE_WINDOW)
         for r in fleet.every:
             r.cpu_from = cpu_seconds(r.proc.pid)
+            r.idle_ms_per_s = round((r.cpu_from - idle_from[r.identity]) * 1000 / IDLE_WINDOW, 2)
         burst = burst_of(sizes)
         began = time.monotonic()
         create(server.url, burst)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -121,6 +121,7 @@ def harness(
     watches: list[Script],
     watched: Watched | None = None,
     on_event: OnEvent | None = None,
+    on_synced: Callable[[], None] | None = None,
 ) -> Harness:
     clock = FakeClock()
     sleeper = FakeSleeper(clock)
@@ -134,6 +135,7 @@ def harness(
         on_event or (lambda old, new, ev: seen.append((old, new, ev))),
         clock=clock,
         sleep=sleeper,
+        on_synced=on_synced,
     )
     kube.informer = informer
     return Harness(kube, informer, state, seen, sleeper)
@@ -161,6 +163,24 @@ def test_list_then_watch_from_the_lists_version_applies_each_event_once() -> Non
     run_a = state.run(RunKey(NS, "a"))
     assert run_a is not None and run_a.status.phase == "Scheduled"
     assert state.run(RunKey(NS, "b")) is not None
+
+
+def test_the_synced_hook_runs_once_after_the_first_list_is_applied_not_after_relists() -> None:
+    calls: list[int] = []
+    h: Harness | None = None
+
+    def synced() -> None:
+        assert h is not None
+        calls.append(len(list(h.state.get().runs())))
+
+    h = harness(
+        [listing(run_json("a", "1"), rv="5"), listing(run_json("a", "1"), run_json("b", "6"), rv="9")],
+        [[error("gone", 410)]],
+        on_synced=synced,
+    )
+    h.run()
+    assert h.informer.relists == 1
+    assert calls == [1], "once, with the first list already in the state"
 
 
 def test_the_callback_sees_the_state_before_and_after_each_event() -> None:

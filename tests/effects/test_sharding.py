@@ -197,3 +197,44 @@ def test_a_round_whose_lists_fail_decides_nothing(kube: Kube) -> None:
     clock.now += 0.5
     member.round()  # cannot read the members: keeps what it holds, renews on
     assert member.owned == {"x"} and member.may_write("x")
+
+
+def test_the_round_after_a_lease_expires_runs_at_that_expiry_not_at_the_next_regular_round(kube: Kube) -> None:
+    clock, host_a, host_b = Clock(), Host(), Host()
+    staying = _preferring("a", ("b",))
+    a = _member(kube, "a", (staying,), clock, host_a)
+    a.round()
+    b = _member(kube, "b", (staying,), clock, host_b)
+    b.round()
+    seen_at = clock.now  # b saw a's last renewal now; a is paused from here on
+    assert b.next_round(clock.now + 0.1) == clock.now + 0.1, "a's Lease is fresh: the regular round"
+    clock.now += 1.95
+    wake = b.next_round(clock.now + 0.1)
+    assert seen_at + 2.0 < wake < clock.now + 0.1, "a's Lease expires before the next regular round"
+    clock.now = wake
+    b.round()
+    assert b.owned == {staying} and _holder(kube, staying) == "b"
+
+
+@dataclass
+class SlowHost(Host):
+    """A host whose namespaces' informers sync only when the test says so."""
+
+    synced: set[str] = field(default_factory=set)
+
+    def namespace_synced(self, namespace: str) -> bool:
+        return namespace in self.synced
+
+
+def test_a_namespace_opens_as_soon_as_its_informers_sync_without_reading_a_lease(kube: Kube) -> None:
+    clock, host = Clock(), SlowHost()
+    lists: list[str] = []
+    counted = Flaky(kube, before_list=lambda: lists.append("list"))
+    member = _member(counted, "a", ("x",), clock, host)
+    member.round()
+    assert ("watch", "x") in host.calls and not member.owned, "taken, but its informers have not listed yet"
+    listed = len(lists)
+    host.synced.add("x")
+    member.open_synced()  # what the informer's first list nudges the loop to do
+    assert member.owned == {"x"} and member.may_write("x") and ("open", "x") in host.calls
+    assert len(lists) == listed

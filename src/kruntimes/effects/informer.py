@@ -215,8 +215,11 @@ class Informer:
         sleep: Sleeper | None = None,
         backoff: ExponentialDelay = RECONNECT_BACKOFF,
         watch_timeout: int = 300,
+        on_synced: Callable[[], None] | None = None,
     ) -> None:
         self._kube = kube
+        self._on_synced = on_synced
+        """Called once, on the informer's thread, right after the first list is applied."""
         self._watched = watched
         self._state = state
         self._on_event = on_event
@@ -395,7 +398,10 @@ class Informer:
             self._emit("DELETED", obj)
         self._version = version
         self._failures = 0
+        first = not self._synced.is_set()
         self._synced.set()
+        if first and self._on_synced is not None:
+            self._on_synced()
         with self._relisted:
             self._relist_served = max(self._relist_served, serving)
             self._relisted.notify_all()

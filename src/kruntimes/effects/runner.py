@@ -381,9 +381,16 @@ class Scheduler:
     def _informers_of(self, namespace: str | None) -> tuple[Informer, ...]:
         """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all."""
         return tuple(
-            Informer(self._kube, watched(namespace), self.state, self._on_event, watch_timeout=self._options.watch_timeout)
+            Informer(self._kube, watched(namespace), self.state, self._on_event, watch_timeout=self._options.watch_timeout,
+                     on_synced=self._synced_one)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
+
+    def _synced_one(self) -> None:
+        """An informer's first list is in: in sharded mode its namespace may open now."""
+        shard = self._shard
+        if shard is not None:
+            shard.nudge()
 
     # --- public ---
 

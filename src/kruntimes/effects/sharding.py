@@ -51,6 +51,9 @@ NAMESPACES_PATH: Final = "/api/v1/namespaces"
 OBSERVE_FRACTION: Final = 4
 """Member Leases are read ``OBSERVE_FRACTION`` times per retry period, so an expiry is seen
 within a quarter of it rather than a whole one."""
+EXPIRY_MARGIN: Final = 0.005
+"""Seconds after a Lease's expiry on our clock that the round looking for it runs (so the round
+sees it expired, not one clock tick early)."""
 DRAIN_TIMEOUT: Final = 5.0
 """Seconds a graceful stop waits for the cycles in flight before releasing what it holds."""
 
@@ -246,19 +249,53 @@ class ShardMember:
     # --- the loop ----------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Rounds until :meth:`stop`; a round that raises is logged and the next one runs."""
+        """Rounds until :meth:`stop`; a round that raises is logged and the next one runs.
+
+        A round runs every ``retry_period / OBSERVE_FRACTION``, and also at the instant a member
+        Lease we saw expires on our clock (:meth:`next_round`), so a takeover does not wait for
+        the next regular round. Between rounds, :meth:`nudge` opens a namespace whose informers
+        have just synced, without reading any Lease."""
         interval = self._config.retry_period / OBSERVE_FRACTION
+        due = self._clock()
         while not self._stop.is_set():
             try:
-                self.round()
+                if self._clock() >= due:
+                    self.round()
+                    due = self.next_round(self._clock() + interval)
+                else:
+                    self.open_synced()
             except Exception:
                 log.exception("sharding round failed")
-            self._wake.wait(interval)
+            self._wake.wait(max(0.0, due - self._clock()))
             self._wake.clear()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+
+    def nudge(self) -> None:
+        """Something a handoff waits for may have happened (a namespace's informers synced): look
+        now rather than at the next round. Any thread; returns at once."""
+        self._wake.set()
+
+    def next_round(self, regular: float) -> float:
+        """When the next round should run: ``regular``, or earlier, just after the first instant a
+        live member's Lease, unchanged since we saw it, expires on our clock (a takeover then
+        starts at once, not up to a round later)."""
+        tick = self._clock()
+        expiries = [
+            seen.since + seen.duration
+            for name, seen in self._seen.items()
+            if name != self._member_name and seen.holder and seen.since + seen.duration > tick
+        ]
+        return min(regular, min(expiries, default=regular) + EXPIRY_MARGIN)
+
+    def open_synced(self) -> None:
+        """Open every namespace we hold whose informers have synced (no Lease is read)."""
+        with self._lock:
+            if self._stop.is_set() or not self.joined:
+                return
+            self._open_synced()
 
     def round(self) -> None:
         """Renew when due, read the members, and move namespaces in or out."""
@@ -461,12 +498,15 @@ class ShardMember:
                 self._syncing.add(namespace)
                 self._host.watch_namespace(namespace)
                 self._on_handoff("acquired")
+        self._open_synced()
+
+    def _open_synced(self) -> None:
         for namespace in sorted(self._syncing):
             if namespace in self._held and self._host.namespace_synced(namespace):
                 self._syncing.discard(namespace)
                 self._open = self._open | {namespace}
                 self._host.open_namespace(namespace)
-                log.info("namespace taken", extra={"namespace": namespace, "identity": me})
+                log.info("namespace taken", extra={"namespace": namespace, "identity": self._config.identity})
 
     def _close(self, namespace: str) -> None:
         """Stop writing for ``namespace`` now; it is released once its cycles in flight end."""
