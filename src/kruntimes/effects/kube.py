@@ -33,6 +33,8 @@ from kubernetes import config as _kube_config_module
 from kubernetes.client import ApiClient, Configuration
 from returns.result import Failure, Result, Success
 
+from kruntimes.effects.wire import NoAnswer, Wire
+
 log = logging.getLogger(__name__)
 
 JSONObject: TypeAlias = dict[str, object]
@@ -333,6 +335,19 @@ def load_configuration(
 # --- the client ---------------------------------------------------------------------------------
 
 
+def _answered(status: int, data: bytes, retry_after: str | None) -> Result[JSONObject, ApiError]:
+    """A 2xx JSON object is a ``Success``; any other answer an ``ApiError``."""
+    try:
+        parsed: object = json.loads(data) if data else None
+    except ValueError:
+        parsed = None
+    if not 200 <= status < 300:
+        return Failure(error_from_status(status, parsed, retry_after))
+    if not isinstance(parsed, dict):
+        return Failure(ApiError("bad_response", status, "", "response body is not a JSON object"))
+    return Success(cast(JSONObject, parsed))
+
+
 RequestObserver: TypeAlias = Callable[[str, int, float], None]
 """``(method, HTTP status or 0 when no answer arrived, seconds)`` of one finished request."""
 
@@ -362,10 +377,13 @@ class Kube:
         # URL and look the pool up again on every call (a fifth of a request's client CPU).
         # Not through a proxy, whose manager rewrites requests for the proxy.
         self._direct: urllib3.HTTPConnectionPool | None = None
+        self._wire: Wire | None = None
         self._prefix = ""
         if type(self._pool) is urllib3.PoolManager:
             self._direct = self._pool.connection_from_url(self._host)
             self._prefix = urlsplit(self._host).path
+            # requests with one answer each skip urllib3's request and answer objects (effects.wire)
+            self._wire = Wire(self._direct, connect_timeout=10.0, read_timeout=request_timeout)
         self._observer: RequestObserver | None = None
 
     def observe(self, observer: RequestObserver | None) -> None:
@@ -383,6 +401,8 @@ class Kube:
         return self._user_agent
 
     def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
         self._pool.clear()
 
     # --- plumbing ---
@@ -428,6 +448,17 @@ class Kube:
         content_type: str | None,
     ) -> Result[JSONObject, ApiError]:
         headers = self._headers(content_type if body is not None else None)
+        wire = self._wire
+        if wire is not None:
+            query = f"?{urlencode(sorted(params.items()))}" if params else ""
+            if any("\r" in value or "\n" in value for value in headers.values()):
+                return Failure(ApiError("invalid", 0, "", "a header value holds a line break (a malformed token?)"))
+            lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            answer = wire.request(method, f"{self._prefix}{path}{query}", lines, body)
+            if isinstance(answer, NoAnswer):
+                kind: ErrorKind = "transport" if answer.sent else "unreachable"
+                return Failure(ApiError(kind, 0, "", answer.reason))
+            return _answered(answer.status, answer.body, answer.retry_after)
         direct = self._direct
         try:
             if direct is not None:
@@ -443,16 +474,7 @@ class Kube:
                 )
         except urllib3.exceptions.HTTPError as problem:
             return Failure(transport_error(problem))
-        data = response.data
-        try:
-            parsed: object = json.loads(data) if data else None
-        except ValueError:
-            parsed = None
-        if not 200 <= response.status < 300:
-            return Failure(error_from_status(response.status, parsed, response.headers.get("Retry-After")))
-        if not isinstance(parsed, dict):
-            return Failure(ApiError("bad_response", response.status, "", "response body is not a JSON object"))
-        return Success(cast(JSONObject, parsed))
+        return _answered(response.status, response.data, response.headers.get("Retry-After"))
 
     # --- verbs ---
 
