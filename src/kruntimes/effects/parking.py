@@ -46,6 +46,9 @@ from kruntimes.pure.queueing import ParkReason, SortKey
 
 DEFAULT_SAFETY_NET: Final = 30.0
 """Seconds after which a parked Run of a group that admitted nobody is planned again anyway."""
+STAMP_RESOLUTION: Final = 0.05
+"""Runs parked within this many seconds of each other share one parking time (one float object
+for a whole backlog parked at once; the safety net counts in tens of seconds)."""
 
 Group: TypeAlias = tuple[str, str, ParkReason]
 _Slot: TypeAlias = tuple[str, str]
@@ -54,8 +57,14 @@ _Slot: TypeAlias = tuple[str, str]
 @dataclass(slots=True)
 class _Parked:
     group: Group
-    order: SortKey
+    order: SortKey | int
+    """The Run's place in queue order; only its first part (the creation time) when the rest is
+    the Run's own key, as the built-in policies make it: a backlog keeps no tuple per Run."""
     since: float
+
+    def rank(self, key: RunKey) -> SortKey:
+        order = self.order
+        return (order, key.namespace, key.name) if isinstance(order, int) else order
 
 
 @final
@@ -88,6 +97,7 @@ class Parking:
         self._started: dict[RunKey, int] = {}
         self._claims: dict[_Slot, dict[RunKey, Resources]] = {}
         self._claim_of: dict[RunKey, _Slot] = {}
+        self._stamp = float("-inf")
 
     # --- a Run's cycle ----------------------------------------------------------------
 
@@ -255,13 +265,22 @@ class Parking:
     # --- internals (the lock is held) ----------------------------------------------------
 
     def _rank(self, key: RunKey) -> tuple[SortKey, RunKey]:
-        return self._where[key].order, key
+        return self._where[key].rank(key), key
+
+    def _now(self) -> float:
+        """The clock, as one shared float per :data:`STAMP_RESOLUTION`."""
+        now = self._clock()
+        if not 0.0 <= now - self._stamp < STAMP_RESOLUTION:
+            self._stamp = now
+        return self._stamp
 
     def _park_locked(self, key: RunKey, group: Group, order: SortKey, kind: type[_Parked]) -> None:
         self._unpark_locked(key)
         group = self._canonical.setdefault(group, group)
         namespace, runtime, reason = group
-        self._where[key] = kind(group, order, self._clock())
+        created, order_namespace, order_name = order
+        slim = order_namespace == key.namespace and order_name == key.name
+        self._where[key] = kind(group, created if slim else order, self._now())
         insort(self._groups.setdefault((namespace, runtime), {}).setdefault(reason, []), key, key=self._rank)
 
     def _unpark_locked(self, key: RunKey) -> bool:
@@ -271,7 +290,7 @@ class Parking:
         namespace, runtime, reason = parked.group
         by_reason = self._groups[(namespace, runtime)]
         items = by_reason[reason]
-        del items[bisect_left(items, (parked.order, key), key=self._rank)]
+        del items[bisect_left(items, (parked.rank(key), key), key=self._rank)]
         del self._where[key]
         if not items:
             del by_reason[reason]
