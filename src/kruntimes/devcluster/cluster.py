@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 import threading
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from kruntimes.devcluster.schema import compile_schema_rules
 from kruntimes.devcluster.service import ObjectService
 from kruntimes.devcluster.simulator import RUNTIMES, RuntimeSimulator, SimulatorSettings
 from kruntimes.devcluster.store import DEFAULT_EVENT_WINDOW, Store, WriteContext, WriteRecord
-from kruntimes.devcluster.types import GroupResource, Obj
+from kruntimes.devcluster.types import GroupResource, Obj, json_copy
 
 CONTEXT_NAME: Final = "kruntimes-dev-cluster"
 STARTUP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -241,4 +240,4 @@ class DevCluster:
                 "template": {"spec": {"containers": [{"name": "runtime", "image": image}]}},
             },
         }
-        return copy.deepcopy(self.service.create(rd, namespace, body, _SETUP))
+        return json_copy(self.service.create(rd, namespace, body, _SETUP))

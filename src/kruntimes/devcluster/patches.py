@@ -7,10 +7,10 @@ modelled) and refused with 415 for custom resources, as a real server does.
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Final
 
 from kruntimes.devcluster.errors import ApiError, bad_request, unsupported_media_type
+from kruntimes.devcluster.types import json_copy
 
 MERGE: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
@@ -21,7 +21,7 @@ APPLY: Final = "application/apply-patch+yaml"
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result: dict[str, Any] = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -110,25 +110,25 @@ def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 over a deep copy of ``target``; a failed ``test`` or a missing path is 422."""
     if not isinstance(operations, list):
         raise bad_request("json patch must be a list of operations")
-    doc = copy.deepcopy(target)
+    doc = json_copy(target)
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"invalid json patch operation: {op!r}")
         kind, path = op["op"], str(op["path"])
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, json_copy(op.get("value")))
         elif kind == "remove":
             _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
             if _pointer(path):
                 _remove(doc, path)
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, json_copy(op.get("value")))
         elif kind == "move":
             value = _remove(doc, str(op.get("from", "")))
             doc = _add(doc, path, value)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, str(op.get("from", "")))))
+            doc = _add(doc, path, json_copy(_get(doc, str(op.get("from", "")))))
         elif kind == "test":
             if _get(doc, path) != op.get("value"):
                 raise _invalid_patch(f"testing value {path} failed: test failed")

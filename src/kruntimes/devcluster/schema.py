@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import datetime as dt
 import functools
 import ipaddress
@@ -41,6 +40,7 @@ from typing import Any, Final, final
 
 from kruntimes.devcluster.celrules import CompiledRule, canonical, compile_rule
 from kruntimes.devcluster.errors import FieldError
+from kruntimes.devcluster.types import json_copy
 
 _ROOT_KEPT: Final = frozenset(("apiVersion", "kind", "metadata"))
 _TYPE_INVALID: Final = "FieldValueTypeInvalid"
@@ -140,7 +140,7 @@ def _default(schema: Mapping[str, Any], value: Any) -> None:
         props: Mapping[str, Any] = schema.get("properties", {})
         for key, sub in props.items():
             if "default" in sub and (key not in value or (value[key] is None and not _nullable(sub))):
-                value[key] = copy.deepcopy(sub["default"])
+                value[key] = json_copy(sub["default"])
         extra = schema.get("additionalProperties")
         for key, item in value.items():
             sub = props.get(key)

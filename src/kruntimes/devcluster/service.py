@@ -15,7 +15,6 @@ as on a real cluster, unless ``auto_create_namespaces`` is set.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import random
 import re
@@ -40,7 +39,7 @@ from kruntimes.devcluster.schema import apply_schema
 from kruntimes.devcluster.selectors import Selection
 from kruntimes.devcluster.store import Decision, Keep, Put, Remove, Store, Subscription, WriteContext
 from kruntimes.devcluster.times import rfc3339
-from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj
+from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj, json_copy
 
 _DNS_SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -94,7 +93,7 @@ class ObjectService:
     def _decode(self, rd: ResourceDef, body: Any, namespace: str) -> Obj:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
-        obj = copy.deepcopy(body)
+        obj = json_copy(body)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version not in (None, "", rd.api_version) or kind not in (None, "", rd.kind):
             raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({rd.api_version}) or kind ({kind} != {rd.kind})")
@@ -240,7 +239,7 @@ class ObjectService:
         self._require_namespace(rd, str(meta.get("namespace", "")))
         if rd.status_subresource:
             if rd.status_on_create is not None:
-                obj["status"] = copy.deepcopy(dict(rd.status_on_create))
+                obj["status"] = json_copy(dict(rd.status_on_create))
             else:
                 obj.pop("status", None)
         obj = self._apply_schema(rd, obj, None, options)
@@ -263,7 +262,7 @@ class ObjectService:
             def decide(current: Obj | None, candidate: Obj = obj) -> Decision:
                 if current is not None:
                     raise errors.already_exists(rd.group, rd.plural, str(candidate["metadata"]["name"]))
-                return Put(copy.deepcopy(candidate))
+                return Put(json_copy(candidate))
 
             try:
                 stored, _ = self.store.transact(rd.resource, key, decide, context, dry_run=options.dry_run)
@@ -288,13 +287,13 @@ class ObjectService:
         """Turn a client's full object into the stored successor of ``current`` (shared by PUT and PATCH)."""
         cur_meta = current["metadata"]
         if subresource == "status":
-            new = copy.deepcopy(current)
+            new = json_copy(current)
             if "status" in incoming:
-                new["status"] = copy.deepcopy(incoming["status"])
+                new["status"] = json_copy(incoming["status"])
             else:
                 new.pop("status", None)
         else:
-            new = copy.deepcopy(incoming)
+            new = json_copy(incoming)
             new["apiVersion"], new["kind"] = current["apiVersion"], current["kind"]
             meta = new.setdefault("metadata", {})
             if not isinstance(meta, dict):
@@ -308,7 +307,7 @@ class ObjectService:
                     meta.pop(k, None)
             if rd.status_subresource:
                 if "status" in current:
-                    new["status"] = copy.deepcopy(current["status"])
+                    new["status"] = json_copy(current["status"])
                 else:
                     new.pop("status", None)
             self._validate_meta(rd, meta)
@@ -448,7 +447,7 @@ class ObjectService:
             if meta.get("finalizers") or rd.resource == NAMESPACE_RESOURCE:
                 if meta.get("deletionTimestamp"):
                     return Keep()
-                new = copy.deepcopy(current)
+                new = json_copy(current)
                 new["metadata"]["deletionTimestamp"] = self.now()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 new["metadata"]["generation"] = int(meta.get("generation", 1)) + 1

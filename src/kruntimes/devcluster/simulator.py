@@ -25,7 +25,6 @@ pass.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import sys
 import threading
@@ -40,7 +39,7 @@ from kruntimes.devcluster.resources import KRUNTIMES_GROUP, ResourceDef
 from kruntimes.devcluster.service import ObjectService
 from kruntimes.devcluster.store import Bookmark, Delivery, Subscription, WriteContext
 from kruntimes.devcluster.times import rfc3339
-from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj
+from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj, json_copy
 
 _P = ParamSpec("_P")
 
@@ -494,7 +493,7 @@ class RuntimeSimulator:
         meta = runtime["metadata"]
         template = runtime.get("spec", {}).get("template") or {}
         template_meta = template.get("metadata") or {}
-        spec = copy.deepcopy(template.get("spec") or {})
+        spec = json_copy(template.get("spec") or {})
         containers = spec.get("containers") or [{"name": "runtime", "image": "kruntimes/runtime:devcluster"}]
         # the upstream controller adds the runtimed sidecar to the template's containers
         spec["containers"] = [*containers, {"name": "runtimed", "image": "kruntimes/runtimed:devcluster"}]
@@ -525,7 +524,7 @@ class RuntimeSimulator:
         current = {k: v for k, v in (meta.get("annotations") or {}).items()}
         merged = {k: v for k, v in current.items() if not k.startswith(CAPACITY_PREFIX)} | dict(annotations)
         if merged != current:
-            body = copy.deepcopy(pod)
+            body = json_copy(pod)
             body["metadata"]["annotations"] = merged
             pod = self._service.update(pod_rd, str(meta["namespace"]), str(meta["name"]), body, self._context("update"))
         if pod.get("status", {}).get("phase") != "Running":
@@ -536,7 +535,7 @@ class RuntimeSimulator:
         meta = pod["metadata"]
         key = (str(meta["namespace"]), str(meta["name"]))
         now_s = rfc3339(self._clock())
-        status = copy.deepcopy(pod.get("status") or {})
+        status = json_copy(pod.get("status") or {})
         started = status.get("startTime") or now_s
         conditions = list(status.get("conditions") or [])
         for type_ in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
@@ -563,7 +562,7 @@ class RuntimeSimulator:
 
     def _set_run_phase(self, run_rd: ResourceDef, run: Obj, phase: str) -> None:
         now_s = rfc3339(self._clock())
-        status: dict[str, Any] = copy.deepcopy(run.get("status") or {})
+        status: dict[str, Any] = json_copy(run.get("status") or {})
         conditions = list(status.get("conditions") or [])
         pod = status.get("assignedPod", "")
         if phase == "Running":
