@@ -16,7 +16,7 @@ from typing import Final
 from kruntimes.devcluster.auth import AuthFileError, Authorizer, parse_policy_file, parse_token_file
 from kruntimes.devcluster.cluster import DevCluster, is_loopback
 from kruntimes.devcluster.errors import ApiError
-from kruntimes.devcluster.gcpauses import shorten_pauses
+from kruntimes.devcluster.gcpauses import quick_turns, shorten_pauses
 from kruntimes.devcluster.simulator import SimulatorSettings
 
 _RUNTIME: Final = re.compile(r"^(?:(?P<ns>[a-z0-9-]+)/)?(?P<name>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)=(?P<replicas>\d+)(?:x(?P<runs>\d+))?$")
@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     shorten_pauses()  # a process of its own: its store's full collections must not stall every request
+    quick_turns()  # nor its simulator's heartbeat waves hold every request thread back
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
