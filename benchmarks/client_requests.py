@@ -1,0 +1,118 @@
+"""The client's cost per request: CPU and wall time of ``Kube.patch_status`` and ``Kube.create``.
+
+    .venv/bin/python benchmarks/client_requests.py                   # ~20 s
+    .venv/bin/python benchmarks/client_requests.py --requests 5000 --rounds 3
+    PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/client_requests.py   # another tree's client
+
+A dev cluster in its own process (``python -m kruntimes.devcluster``), one Run, and this process
+sending the requests one after the other from one thread, as a scheduler's worker does: a status
+merge-patch of the Run (the size of a bind's) and an Event's POST (the size of a Scheduled Event).
+Reported per request: this process's CPU (``time.process_time``: what a request costs the client)
+and the wall time (the server's share included). Every round of every kind alternates with the
+others, so a change in the machine's speed touches them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Http, ServerProcess, machine, run_body  # noqa: E402
+
+from kruntimes.effects.kube import RUNS, connect  # noqa: E402
+
+NAMESPACE = "bench"
+RUN = "r1"
+
+
+def event_body(i: int) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": "r1.", "namespace": NAMESPACE},
+        "involvedObject": {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "name": RUN, "namespace": NAMESPACE},
+        "reason": "Scheduled",
+        "message": f"Successfully assigned Run to a Runtime Pod ({i})",
+        "type": "Normal",
+        "source": {"component": "kruntimes-scheduler"},
+        "reportingComponent": "kruntimes-scheduler",
+        "reportingInstance": "bench",
+        "action": "Binding",
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+    }
+
+
+def measure(send: Callable[[int], None], count: int) -> tuple[float, float]:
+    """(CPU µs, wall µs) per request over ``count`` requests."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    for i in range(count):
+        send(i)
+    return (time.process_time() - cpu) * 1e6 / count, (time.perf_counter() - wall) * 1e6 / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000, help="requests per kind and round (default 2000)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, each kind once per round (default 3)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess.start(Path(tmp), ["--auto-create-namespaces"])
+        try:
+            Http(server.url).ok("POST", RUNS.path(NAMESPACE), body=json.loads(run_body(NAMESPACE, RUN)))
+            kube = connect(str(server.kubeconfig)).unwrap()
+            status_path = RUNS.path(NAMESPACE, RUN)
+            events_path = f"/api/v1/namespaces/{NAMESPACE}/events"
+
+            def patch(i: int) -> None:
+                body = json.dumps({"status": {"message": f"waiting ({i})"}}, separators=(",", ":"))
+                kube.patch_status(status_path, body).unwrap()
+
+            def post(i: int) -> None:
+                kube.create(events_path, event_body(i)).unwrap()
+
+            kinds: dict[str, Callable[[int], None]] = {"status_patch": patch, "event_post": post}
+            for send in kinds.values():
+                measure(send, 100)  # connections made, code warm
+            samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
+            for _ in range(args.rounds):
+                for kind, send in kinds.items():
+                    samples[kind].append(measure(send, args.requests))
+            kube.close()
+        finally:
+            server.stop()
+    medians = {
+        kind: (statistics.median(c for c, _ in rows), statistics.median(w for _, w in rows)) for kind, rows in samples.items()
+    }
+    result = {
+        "benchmark": "client_requests",
+        "machine": machine(),
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "kinds": {
+            kind: {
+                "cpu_us": [round(c, 1) for c, _ in rows],
+                "wall_us": [round(w, 1) for _, w in rows],
+                "cpu_us_median": round(medians[kind][0], 1),
+                "wall_us_median": round(medians[kind][1], 1),
+            }
+            for kind, rows in samples.items()
+        },
+    }
+    print(json.dumps(result, indent=1))
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(result, indent=1))
+    for kind, (cpu, wall) in medians.items():
+        print(f"{kind:>12}: client CPU {cpu:.0f} us/request, wall {wall:.0f} us/request (median of {args.rounds})")
+
+
+if __name__ == "__main__":
+    main()
