@@ -255,3 +255,15 @@ def test_the_host_header_names_the_port_only_when_it_is_not_the_default() -> Non
     assert host_header("api.example", 6443, "https") == "api.example:6443"
     assert host_header("10.0.0.1", 80, "http") == "10.0.0.1"
     assert host_header("fd00::1", 6443, "https") == "[fd00::1]:6443"
+
+
+def test_a_thread_that_ends_takes_its_connection_with_it(serve: Callable[..., Server]) -> None:
+    server = serve(ok)
+    kube = client(server.url)
+    for _ in range(3):  # e.g. the workers of three leadership terms, one after the other
+        worker = threading.Thread(target=lambda: kube.get("/x").unwrap())
+        worker.start()
+        worker.join()
+    assert server.connections == 3
+    wait_until(lambda: server.closed == 3, what="each ended thread's connection closed")
+    assert kube.get("/x").unwrap()["n"] != 0  # this thread's own connection is unaffected

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import weakref
 from dataclasses import dataclass
 from io import BufferedReader
 from typing import Final, final
@@ -81,7 +82,7 @@ class _Broken(Exception):
         """Not one byte of an answer arrived."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True, eq=False)
 class _Connection:
     conn: urllib3.connection.HTTPConnection
     """Keeps the socket (and, over TLS, its context) alive."""
@@ -91,10 +92,16 @@ class _Connection:
     """At least one answer was read on it: it is a kept connection."""
 
     def close(self) -> None:
-        try:
-            self.reader.close()
-        finally:
-            self.conn.close()
+        _close(self.reader, self.conn)
+
+
+def _close(reader: BufferedReader, conn: urllib3.connection.HTTPConnection) -> None:
+    try:
+        reader.close()
+    except OSError:
+        pass
+    finally:
+        conn.close()
 
 
 def host_header(host: str, port: int | None, scheme: str) -> str:
@@ -117,14 +124,16 @@ class Wire:
         self._host = host_header(pool.host, pool.port, pool.scheme).encode("ascii", "strict")
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._by_id: dict[int, _Connection] = {}
-        """Every thread's open connection, so :meth:`close` reaches them all."""
+        self._open: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        """Every live thread's connection, so :meth:`close` reaches them all. A thread that ends
+        drops its connection with its thread-local slot, and the connection's finalizer closes
+        it (workers of a past term, informers of a namespace let go)."""
 
     def close(self) -> None:
         """Close every thread's connection (each thread opens a new one at its next request)."""
         with self._lock:
-            connections = list(self._by_id.values())
-            self._by_id.clear()
+            connections = list(self._open)
+            self._open.clear()
         for connection in connections:
             connection.close()
 
@@ -193,16 +202,17 @@ class Wire:
         except Exception as problem:  # noqa: BLE001 (any failure to connect is "never sent")
             return NoAnswer(False, f"connecting failed: {type(problem).__name__}: {problem}")
         connection = _Connection(conn, sock, sock.makefile("rb"))
+        weakref.finalize(connection, _close, connection.reader, conn)
         self._local.connection = connection
         with self._lock:
-            self._by_id[id(connection)] = connection
+            self._open.add(connection)
         return connection
 
     def _discard(self, connection: _Connection) -> None:
         if getattr(self._local, "connection", None) is connection:
             self._local.connection = None
         with self._lock:
-            self._by_id.pop(id(connection), None)
+            self._open.discard(connection)
         try:
             connection.close()
         except OSError:
