@@ -267,3 +267,12 @@ def test_a_thread_that_ends_takes_its_connection_with_it(serve: Callable[..., Se
     assert server.connections == 3
     wait_until(lambda: server.closed == 3, what="each ended thread's connection closed")
     assert kube.get("/x").unwrap()["n"] != 0  # this thread's own connection is unaffected
+
+
+def test_requests_after_close_open_a_new_connection(serve: Callable[..., Server]) -> None:
+    server = serve(ok)
+    kube = client(server.url)
+    assert kube.get("/x").unwrap()["n"] != 0
+    kube.close()  # as a scheduler's shutdown does while another thread may still send an Event
+    assert kube.create("/y", {}).unwrap()["n"] != 0
+    assert server.connections == 2 and sum(r.startswith(b"POST /y") for r in server.requests) == 1

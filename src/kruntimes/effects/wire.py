@@ -183,7 +183,7 @@ class Wire:
         if connection is not None:
             try:
                 idle_closed = wait_for_read(connection.sock, timeout=0.0)
-            except OSError:
+            except (OSError, ValueError):  # closed under us (``close`` from another thread)
                 idle_closed = True
             if not idle_closed:
                 return connection
