@@ -16,7 +16,7 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueOrder
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.status import applied
-from kruntimes.pure.step import Step, transact
+from kruntimes.pure.step import Step, decide, plan, transact
 from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace
 
 
@@ -303,3 +303,60 @@ def test_an_echo_shown_before_the_write_is_recorded_is_not_waited_for() -> None:
     harness.queue.wrote(key, "7")
     harness.queue.activate([key])
     assert harness.queue.work.try_get() == key and not harness.queue.hold_until_seen(key)
+
+
+def test_a_run_placed_on_another_pod_than_it_was_admitted_for_leaves_its_room_to_the_run_it_displaced() -> None:
+    # a: 3 slots, all busy; b: 2 slots, both busy. One release on a admits r0 for a; two on b
+    # admit r1 and r2 for b. r0's cycle prefers the emptier b, so one of r1 and r2 will need a's
+    # room: when r0's cycle ends, a must not admit r3 into that room as well.
+    harness = Harness(
+        decoded_pod("a", capacity={"runs": "3"}), decoded_pod("b", capacity={"runs": "2"}),
+        *(active_run(f"ha{i}", "a") for i in range(3)), *(active_run(f"hb{i}", "b") for i in range(2)),
+        *(decoded_run(f"r{i}", created=at(i)) for i in range(4)),
+    )
+    harness.queue.activate_pending()
+    harness.event("MODIFIED", decoded_run("ha0", phase="Succeeded", assigned_pod="a"))
+    harness.event("MODIFIED", decoded_run("hb0", phase="Succeeded", assigned_pod="b"))
+    harness.event("MODIFIED", decoded_run("hb1", phase="Succeeded", assigned_pod="b"))
+    first = harness.take()
+    assert first is not None and first.name == "r0"
+    step = harness.decide(first)
+    reserved = step.ledger.get("default", "uid-run-default-r0")
+    assert step.write is not None and reserved is not None and reserved.pod == "b"
+    harness.finish(first, step)
+    assert harness.ready() == ["r1", "r2"], "a's free slot is r1's or r2's now, not r3's as well"
+    assert harness.queue.parking.claimed("default", "a") == {"runs": 1}
+    assert len(harness.queue.parking) == 1  # r3 still waits
+
+
+def test_a_run_that_lost_its_reservation_to_another_worker_keeps_its_room_for_the_retry() -> None:
+    # a: 2 slots, b: 3 slots, all busy. One release on each admits r0 for a and r1 for b. Two
+    # workers plan them from the same ledger and both choose a, the less loaded; r0 reserves it
+    # first and r1's reservation conflicts. r1 is queued again at once: b's free slot is still
+    # r1's, not r2's as well (one of the two would wait and come back behind later Runs).
+    harness = Harness(
+        decoded_pod("a", capacity={"runs": "2"}), decoded_pod("b", capacity={"runs": "3"}),
+        *(active_run(f"ha{i}", "a") for i in range(2)), *(active_run(f"hb{i}", "b") for i in range(3)),
+        *(decoded_run(f"r{i}", created=at(i)) for i in range(3)),
+    )
+    harness.queue.activate_pending()
+    harness.event("MODIFIED", decoded_run("ha0", phase="Succeeded", assigned_pod="a"))
+    harness.event("MODIFIED", decoded_run("hb0", phase="Succeeded", assigned_pod="b"))
+    first, second = harness.take(), harness.take()
+    assert first is not None and second is not None and (first.name, second.name) == ("r0", "r1")
+    before = harness.ledger.get()
+    planned = [plan(harness.state.get(), before, key, NOW, DEFAULT_CONFIG) for key in (first, second)]
+    won = decide(planned[0], harness.state.get(), harness.ledger.get())
+    harness.ledger.reset(won.ledger)
+    lost = decide(planned[1], harness.state.get(), harness.ledger.get())
+    assert won.settled.outcome == "scheduled" and lost.settled.outcome == "reserve_conflict"
+    harness.finish(first, won)
+    harness.finish(second, lost)
+    assert harness.queue.parking.claimed("default", "b") == {"runs": 1}
+    assert RunKey("default", "r2") in harness.queue.parking and harness.ready() == [], "nobody else was admitted into r1's room"
+    harness.clock.now += 1.0  # the retry's back-off
+    retry = harness.cycle()
+    assert retry is not None and retry[0].name == "r1"
+    reserved = retry[1].ledger.get("default", "uid-run-default-r1")
+    assert reserved is not None and reserved.pod == "b"
+    assert harness.queue.parking.claimed("default", "b") == {}

@@ -23,8 +23,15 @@ planned again as soon as a pod with room refuses it (``plan_blind``): its place 
 would never place it, and its waiting status was not written against the pods that are
 there now (a new leader's backlog has none of this term at all).
 
-Claims: a Run admitted for a pod holds a claim on that pod's room until its cycle ends,
-so a second event for the same pod does not admit a second Run for the same room.
+Claims: a Run admitted for a pod holds a claim on that pod's room until its cycle ends, so
+a second event for the same pod does not admit a second Run for the same room. Two cases
+keep the claims on the rooms the Runs in flight will actually need:
+
+- a cycle places its Run on whichever pod ranks first, not always the one it was admitted
+  for; when it takes room another admitted Run counted on, that Run's claim moves to the
+  room it left (``placed``);
+- a cycle whose reservation lost the race to another worker's is queued again at once and
+  keeps its claim until that retry ends.
 
 Thread-safe: informer threads signal and workers park, under one lock. Time is injected.
 """
@@ -138,6 +145,25 @@ class Parking:
                 if isinstance(self._where.get(key), _Blind) and self._unpark_locked(key):
                     out.append(key)
         return out
+
+    def placed(self, key: RunKey, pod: str) -> None:
+        """``key``'s cycle reserved room on ``pod``. When it was admitted for another pod, it took
+        room that a Run admitted for ``pod`` counted on: that Run's claim moves to the pod ``key``
+        leaves, so the room there is not admitted to a third Run while that one is in flight."""
+        with self._lock:
+            mine = self._claim_of.get(key)
+            target = (key.namespace, pod)
+            if mine is None or mine == target:
+                return
+            others = self._claims.get(target)
+            displaced = next((other for other in others or () if other != key), None)
+            if others is None or displaced is None:
+                return
+            requests = others.pop(displaced)
+            if not others:
+                del self._claims[target]
+            self._claims.setdefault(mine, {})[displaced] = requests
+            self._claim_of[displaced] = mine
 
     def finished(self, key: RunKey) -> _Slot | None:
         """``key``'s cycle ended (whatever it decided): drop its claim; the pod it was admitted

@@ -302,6 +302,15 @@ class SchedulingQueue:
             released = step.ledger.get(key.namespace, step.snapshot.run.uid) if step.snapshot.run is not None else None
             if released is not None and self._ledger.get().get(key.namespace, released.run_uid) is None:
                 self.release(released)
+        if step is not None and step.snapshot.run is not None and outcome not in _RELEASING:
+            reserved = step.ledger.get(key.namespace, step.snapshot.run.uid)
+            if reserved is not None:  # its room, wherever the cycle put it (a claim it displaced moves)
+                self.parking.placed(key, reserved.pod)
+        if outcome == "reserve_conflict":
+            # queued again at once (SPEC §3.13) for the room it was admitted for: that room stays
+            # claimed until the retry's cycle ends, or the next Run in line would be admitted into
+            # it and one of the two would wait behind Runs that came after it
+            return
         slot = self.parking.finished(key)
         if slot is not None:  # the pod it was admitted for (if still there) may take the next one
             namespace, pod = slot
