@@ -30,8 +30,8 @@ keep the claims on the rooms the Runs in flight will actually need:
 - a cycle places its Run on whichever pod ranks first, not always the one it was admitted
   for; when it takes room another admitted Run counted on, that Run's claim moves to the
   room it left (``placed``);
-- a cycle whose reservation lost the race to another worker's is queued again at once and
-  keeps its claim until that retry ends.
+- a cycle whose reservation lost the race to another worker's is queued again (after the
+  first, 5 ms back-off step) and keeps its claim until that retry ends.
 
 Thread-safe: informer threads signal and workers park, under one lock. Time is injected.
 """
@@ -197,9 +197,12 @@ class Parking:
         """The first ``limit`` parked keys of these groups, merged in queue order (a copy: safe
         to walk while other threads park and activate). Costs O(limit), whatever the backlog."""
         with self._lock:
-            heads = [self._groups.get((namespace, runtime), {}).get(reason, [])[:limit] for reason in reasons]
-            if len(heads) == 1:
-                return tuple(heads[0])
+            group = self._groups.get((namespace, runtime))
+            if group is None:
+                return ()
+            heads = [items[:limit] for reason in reasons if (items := group.get(reason))]
+            if len(heads) <= 1:
+                return tuple(heads[0]) if heads else ()
             return tuple(islice(heapq.merge(*heads, key=self._rank), limit))
 
     def parked_in(self, namespace: str, reason: ParkReason) -> tuple[RunKey, ...]:

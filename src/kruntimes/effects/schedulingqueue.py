@@ -307,7 +307,7 @@ class SchedulingQueue:
             if reserved is not None:  # its room, wherever the cycle put it (a claim it displaced moves)
                 self.parking.placed(key, reserved.pod)
         if outcome == "reserve_conflict":
-            # queued again at once (SPEC §3.13) for the room it was admitted for: that room stays
+            # queued again after a short back-off (SPEC §3.13) for the room it was admitted for: it stays
             # claimed until the retry's cycle ends, or the next Run in line would be admitted into
             # it and one of the two would wait behind Runs that came after it
             return
