@@ -55,7 +55,7 @@ from kruntimes.pure.model.objects import (
 from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.model.resources import fits, plus_reserved
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from kruntimes.pure.snapshot import take
+from kruntimes.pure.snapshot import pod_slot, take
 from kruntimes.pure.state.cluster import ClusterState
 
 __all__ = [
@@ -238,20 +238,23 @@ def admit(
     admitted: list[RunKey] = []
     refused: list[RunKey] = []
     extra = dict(claimed)
+    base: PodSlot | None = None
+    group = ("", "")
     for examined, key in enumerate(parked):
         if examined >= MAX_ADMISSION_WALK:
             break
         run = state.run(key)
         if run is None or not run.status.pending or not run.runtime:
             continue
-        snapshot = take(state, ledger, key, now, config)
-        slot = next((s for s in snapshot.pods if s.pod.name == pod), None)
-        if slot is None:
-            break  # not a pod of this group (any more)
-        if extra:
-            slot = PodSlot(slot.pod, plus_reserved(slot.usage, extra))
+        if base is None or group != (key.namespace, run.runtime):  # the pod as the Runs of its group see it
+            group = (key.namespace, run.runtime)
+            base = pod_slot(state, ledger, key.namespace, run.runtime, pod)
+            if base is None:
+                break  # not a pod of this group (any more)
+        slot = PodSlot(base.pod, plus_reserved(base.usage, extra)) if extra else base
         if not slot.pod.available(now, config.stale_after()) or not fits(slot.pod.capacity, slot.usage, _ONE_RUN):
-            break  # no room left for anyone
+            break  # no room left for anyone: decided before any Run's snapshot is cut
+        snapshot = take(state, ledger, key, now, config)
         filtered = run_filters(run, replace(snapshot, pods=(slot,)), registry)
         if is_successful(filtered) and filtered.unwrap().feasible:
             admitted.append(key)

@@ -124,6 +124,25 @@ class CandidateSlots(LazyTuple[PodSlot]):
     def __len__(self) -> int:
         return self.load_index.count
 
+    def named(self, name: str) -> PodSlot | None:
+        """The slot of pod ``name`` (reservations added), without building the tuple."""
+        moved = self.moved.get(name)
+        return moved[1] if moved is not None else self.load_index.slot(name)
+
+
+def pod_slot(state: ClusterState, ledger: Ledger, namespace: str, runtime: str, name: str) -> PodSlot | None:
+    """Pod ``name``'s slot as :func:`take` would give it to a Run of ``runtime`` (actual usage
+    plus the namespace's reservations on it); ``None`` when it is not a pod of that group."""
+    return slot_named(_pod_slots(state, ledger.book(namespace), namespace, runtime), name)
+
+
+def slot_named(pods: Sequence[PodSlot], name: str) -> PodSlot | None:
+    """The slot of pod ``name`` among a snapshot's candidates: two bisections for the ones
+    :func:`take` builds, a scan for a plain tuple."""
+    if isinstance(pods, CandidateSlots):
+        return pods.named(name)
+    return next((slot for slot in pods if slot.pod.name == name), None)
+
 
 def _pod_slots(
     state: ClusterState, book: NamespaceBook | None, namespace: str, runtime: str
