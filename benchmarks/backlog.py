@@ -36,7 +36,10 @@ bind-order pairs inverted against creation order, and the largest "positions lat
 many places after its creation rank a Run was bound; bind order is the resourceVersion of
 the bind event; creation order is the queue policy's: ``creationTimestamp``, which has
 whole-second resolution, then the name — and, as ``*_commit``, the resourceVersions of the
-creates, an order no client can read back once several Runs share a second), each namespace's share of the
+creates, an order no client can read back once several Runs share a second; and, as ``*_decided``,
+bind order by the bind's ``Scheduled`` condition time, the instant the scheduler's cycle decided it:
+with several workers binding at once the API server commits their writes in the order it gets to
+them, which is not always the order they were sent), each namespace's share of the
 binds until the first namespace ran out of bindable Runs, schedule latency (watch
 receipt of the ADDED event -> of the bind event: it includes the pre-creation wait),
 and scheduler RSS per Pending Run (max RSS while the backlog is >= 90 % of its peak,
@@ -67,6 +70,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -204,6 +208,8 @@ class RunWatcher(threading.Thread):
     added: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     bound: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     created: dict[tuple[str, str], str] = field(default_factory=dict)
+    decided: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The bind's ``Scheduled`` condition ``lastTransitionTime``: when the scheduler's cycle decided it."""
     finished: dict[tuple[str, str], float] = field(default_factory=dict)
     error: BaseException | None = None
 
@@ -244,6 +250,9 @@ class RunWatcher(threading.Thread):
                     phase = status.get("phase")
                     if status.get("assignedPod") and phase not in (None, "", "Pending") and key not in bound:
                         bound[key] = (int(meta["resourceVersion"]), now)
+                        for condition in status.get("conditions") or ():
+                            if condition.get("type") == "Scheduled" and condition.get("status") == "True":
+                                self.decided[key] = str(condition.get("lastTransitionTime") or "")
                     if phase in ("Succeeded", "Failed") and key not in finished:
                         finished[key] = now
         except BaseException as exc:
@@ -294,6 +303,17 @@ def inversions(sequence: Sequence[int]) -> int:
     return count
 
 
+def decided_at(stamp: str) -> float:
+    """An RFC 3339 time (the scheduler writes microseconds) as seconds; unknown sorts last."""
+    try:
+        return datetime.strptime(stamp.replace("Z", "+00:00"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    except ValueError:
+        try:
+            return datetime.strptime(stamp.replace("Z", "+00:00"), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+        except ValueError:
+            return float("inf")
+
+
 def order_figures(watcher: RunWatcher, namespace: str) -> dict[str, Any]:
     """Bind order against the queue policy's order within ``namespace``: ``creationTimestamp``
     (whole seconds on a Kubernetes API server), then the name — the only creation order the
@@ -301,15 +321,16 @@ def order_figures(watcher: RunWatcher, namespace: str) -> dict[str, Any]:
     scheduler cannot see when several Runs share a creation second."""
     keys = [k for k in watcher.bound if k[0] == namespace]
     by_bind = sorted(keys, key=lambda k: watcher.bound[k][0])
+    by_decision = sorted(keys, key=lambda k: (decided_at(watcher.decided.get(k, "")), watcher.bound[k][0]))
     by_policy = sorted(keys, key=lambda k: (watcher.created.get(k, ""), k[1]))
     by_commit = sorted(keys, key=lambda k: watcher.added[k][0])
     pairs = len(keys) * (len(keys) - 1) // 2
     figures: dict[str, Any] = {}
-    for suffix, by_creation in (("", by_policy), ("_commit", by_commit)):
+    for suffix, by_creation, bound in (("", by_policy, by_bind), ("_commit", by_commit, by_bind), ("_decided", by_policy, by_decision)):
         rank = {k: i for i, k in enumerate(by_creation)}
-        sequence = [rank[k] for k in by_bind]
+        sequence = [rank[k] for k in bound]
         figures["inverted_pairs" + suffix] = round(inversions(sequence) / pairs, 4) if pairs else 0.0
-        late = sorted(position - rank[k] for position, k in enumerate(by_bind))
+        late = sorted(position - rank[k] for position, k in enumerate(bound))
         figures["max_positions_late" + suffix] = late[-1] if late else 0
         figures["p99_positions_late" + suffix] = late[int(0.99 * (len(late) - 1))] if late else 0
     return figures
@@ -504,7 +525,7 @@ def create_rate(counts: Sequence[int], args: argparse.Namespace, tmp: Path) -> d
 
 
 def summary_line(r: dict[str, Any]) -> str:
-    order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late max {o['max_positions_late']} p99 {o['p99_positions_late']} (vs commit order: max {o['max_positions_late_commit']})" for ns, o in r["order"].items())
+    order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late max {o['max_positions_late']} p99 {o['p99_positions_late']} (by decision: max {o['max_positions_late_decided']} p99 {o['p99_positions_late_decided']}; vs commit order: max {o['max_positions_late_commit']})" for ns, o in r["order"].items())
     share = r["shares"].get("while_all_backlogged") or {}
     share_text = (" shares " + "/".join(f"{v * 100:.0f}%" for v in share.values())) if share else ""
     return (

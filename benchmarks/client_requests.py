@@ -1,4 +1,5 @@
-"""The client's cost per request: CPU and wall time of ``Kube.patch_status`` and ``Kube.create``.
+"""The client's cost per request: CPU and wall time of ``Kube.patch_status`` and ``Kube.create``,
+and per watch event received.
 
     .venv/bin/python benchmarks/client_requests.py                   # ~20 s
     .venv/bin/python benchmarks/client_requests.py --requests 5000 --rounds 3
@@ -10,6 +11,10 @@ merge-patch of the Run (the size of a bind's) and an Event's POST (the size of a
 Reported per request: this process's CPU (``time.process_time``: what a request costs the client)
 and the wall time (the server's share included). Every round of every kind alternates with the
 others, so a change in the machine's speed touches them alike.
+
+Watch events: a thread watches the Run (``Kube.watch``) while this thread sends the status
+patches; reported is that thread's CPU (``time.thread_time``) per event it took from the stream
+(reading, framing and the JSON of each event: what an informer pays before it decodes a Run).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -79,13 +85,44 @@ def main() -> None:
             def post(i: int) -> None:
                 kube.create(events_path, event_body(i)).unwrap()
 
+            def watched(count: int) -> tuple[float, float]:
+                """(watch thread CPU µs, wall µs) per event over ``count`` events made by patches."""
+                version = str(kube.get(status_path).unwrap()["metadata"]["resourceVersion"])  # type: ignore[index]
+                stream = kube.watch(RUNS.path(NAMESPACE), version, timeout_seconds=600, bookmarks=False)
+                took: list[float] = []
+                opened = threading.Event()
+
+                def read() -> None:
+                    events = iter(stream)
+                    opened.set()
+                    cpu, seen = 0.0, 0
+                    for _ in events:
+                        if seen == 0:
+                            cpu = time.thread_time()  # from the first event: the open is not an event's cost
+                        seen += 1
+                        if seen == count:
+                            break
+                    took.append(time.thread_time() - cpu)
+                    stream.interrupt()
+
+                reader = threading.Thread(target=read)
+                reader.start()
+                opened.wait()
+                wall = time.perf_counter()
+                for i in range(count):
+                    patch(i)
+                reader.join()
+                return took[0] * 1e6 / (count - 1), (time.perf_counter() - wall) * 1e6 / count
+
             kinds: dict[str, Callable[[int], None]] = {"status_patch": patch, "event_post": post}
             for send in kinds.values():
                 measure(send, 100)  # connections made, code warm
-            samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in kinds}
+            watched(100)
+            samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in [*kinds, "watch_event"]}
             for _ in range(args.rounds):
                 for kind, send in kinds.items():
                     samples[kind].append(measure(send, args.requests))
+                samples["watch_event"].append(watched(args.requests))
             kube.close()
         finally:
             server.stop()
@@ -111,7 +148,8 @@ def main() -> None:
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=1))
     for kind, (cpu, wall) in medians.items():
-        print(f"{kind:>12}: client CPU {cpu:.0f} us/request, wall {wall:.0f} us/request (median of {args.rounds})")
+        what = "event (watch thread)" if kind == "watch_event" else "request"
+        print(f"{kind:>12}: client CPU {cpu:.0f} us/{what}, wall {wall:.0f} us/request (median of {args.rounds})")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,10 @@ Figures:
   docs/reliability.md), never dropped silently.
 * rebalance (chaos): per cycle and per namespace the victim held, signal -> first scheduler write in
   that namespace by another identity (history times); max and p50 over all, against lease duration
-  + one retry period. Also signal -> the assignment Lease written to another holder (``takeover``).
+  + one retry period. Also signal -> the assignment Lease written to another holder (``takeover``),
+  and signal -> the new owner's "namespace open" log line (``open``: its informers synced and the
+  backlog queued). The first write waits for room too: where every pod of a namespace is busy at
+  the takeover, nothing is written there until a Run ends, so ``open`` is the handoff alone.
 * binds per replica: from the history (User-Agent of each bind); ``even``: largest deviation from
   an even share (target within 25 %).
 * cycles: the sum over replicas of ``kruntimes_scheduler_sync_total`` (every result) from each
@@ -63,6 +66,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
 
@@ -154,7 +158,7 @@ class Fleet:
         argv = [
             str(VENV_BIN / "kruntimes"), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(WORKERS),
             "--metrics-bind-address", f"127.0.0.1:{port}", "--health-probe-bind-address", f"127.0.0.1:{port}",
-            "--log-format", "json", "--log-level", "warning", "--leader-elect", "--leader-elect-resource-namespace", LEASE_NS,
+            "--log-format", "json", "--log-level", "info", "--leader-elect", "--leader-elect-resource-namespace", LEASE_NS,
             "--leader-elect-lease-duration", f"{round(duration * 1000)}ms", "--leader-elect-renew-deadline", f"{round(deadline * 1000)}ms",
             "--leader-elect-retry-period", f"{round(retry * 1000)}ms", "--leader-elect-identity", identity,
         ]
@@ -430,6 +434,8 @@ def chaos_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         report = check_history(records, CheckOptions())
         in_flight = in_flight_at_pause(list(records), report, pauses)
         rebalance, takeover = rebalance_times(items, cycles)
+        opened = open_times(opened_namespaces(tmp, fleet), cycles)
+        flat_open = [s for c in opened for s in c.values()]
         flat = [s for c in rebalance for s in c.values()]
         flat_takeover = [s for c in takeover for s in c.values()]
         missing = sum(len(c["held"]) - len(r) for c, r in zip(cycles, rebalance))
@@ -441,6 +447,8 @@ def chaos_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                "rebalance_s": {"max": round(max(flat, default=0.0), 2), "p50": round(percentile(flat, 0.5), 2), "n": len(flat),
                                "never": missing, "target": round(duration + retry, 2)},
                "takeover_s": {"max": round(max(flat_takeover, default=0.0), 2), "p50": round(percentile(flat_takeover, 0.5), 2)},
+               "open_s": {"max": round(max(flat_open, default=0.0), 2), "p50": round(percentile(flat_open, 0.5), 2), "n": len(flat_open),
+                          "never": sum(len(c["held"]) - len(o) for c, o in zip(cycles, opened))},
                "cycles_detail": [{k: v for k, v in c.items() if k != "at"} | {"rebalance_s": {ns: round(s, 2) for ns, s in r.items()}}
                                  for c, r in zip(cycles, rebalance)]}
         return out | figures(fleet, items, 0.0)
@@ -453,6 +461,41 @@ def chaos_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def probe_written(http: Http, namespace: str, name: str) -> bool:
     status, obj = http.call("GET", RUNS_PATH.format(ns=namespace) + "/" + name)
     return status == 200 and bool((obj.get("status") or {}).get("phase") not in (None, "", "Pending") or (obj.get("status") or {}).get("message"))
+
+
+def opened_namespaces(tmp: Path, fleet: Fleet) -> list[tuple[float, str, str]]:
+    """``(time, identity, namespace)`` of every "namespace open" line in the replicas' logs: the
+    instant an owner starts scheduling a namespace (its informers synced, its backlog queued)."""
+    found: list[tuple[float, str, str]] = []
+    for replica in fleet.every:
+        path = tmp / f"scheduler-{replica.identity}.log"
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if '"namespace open"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+                moment = datetime.strptime(str(record["time"]), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+            except (ValueError, KeyError):
+                continue
+            found.append((moment.timestamp(), replica.identity, str(record.get("namespace", ""))))
+    return sorted(found)
+
+
+def open_times(opened: Sequence[tuple[float, str, str]], cycles: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per cycle: namespace -> seconds from the signal to the first "namespace open" there by another
+    identity. Unlike the first write, it does not wait for room: an owner that opened a namespace
+    whose pods are all busy writes nothing until a Run ends."""
+    out: list[dict[str, float]] = []
+    for cycle in cycles:
+        at, victim, held = cycle["at"], cycle["victim"], set(cycle["held"])
+        first: dict[str, float] = {}
+        for t, identity, ns in opened:
+            if t >= at and identity != victim and ns in held and ns not in first:
+                first[ns] = t - at
+        out.append(first)
+    return out
 
 
 def rebalance_times(items: Sequence[dict[str, Any]], cycles: Sequence[dict[str, Any]]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
@@ -536,7 +579,8 @@ def table(document: dict[str, Any]) -> str:
     if chaos:
         rb = chaos["rebalance_s"]
         lines.append(f"chaos: {len(chaos['cycles_detail'])} cycles; rebalance max {rb['max']} s, p50 {rb['p50']} s over {rb['n']} namespaces "
-                     f"({rb['never']} never), target {rb['target']} s; takeover max {chaos['takeover_s']['max']} s; "
+                     f"({rb['never']} never), target {rb['target']} s; namespace open max {chaos['open_s']['max']} s, p50 {chaos['open_s']['p50']} s "
+                     f"({chaos['open_s']['never']} never); takeover max {chaos['takeover_s']['max']} s; "
                      f"in flight at pause {len(chaos['in_flight_at_pause'])}; violations {chaos['violations']}")
     lines.append(f"load average: start {document['machine']['loadavg_at_start']}, end {document['loadavg_at_end']}")
     return "\n".join(lines)
