@@ -449,8 +449,11 @@ def chaos_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                "takeover_s": {"max": round(max(flat_takeover, default=0.0), 2), "p50": round(percentile(flat_takeover, 0.5), 2)},
                "open_s": {"max": round(max(flat_open, default=0.0), 2), "p50": round(percentile(flat_open, 0.5), 2), "n": len(flat_open),
                           "never": sum(len(c["held"]) - len(o) for c, o in zip(cycles, opened))},
-               "cycles_detail": [{k: v for k, v in c.items() if k != "at"} | {"rebalance_s": {ns: round(s, 2) for ns, s in r.items()}}
-                                 for c, r in zip(cycles, rebalance)]}
+               "cycles_detail": [{k: v for k, v in c.items() if k != "at"}
+                                 | {"rebalance_s": {ns: round(s, 2) for ns, s in r.items()},
+                                    "takeover_s": {ns: round(s, 2) for ns, s in t.items()},
+                                    "open_s": {ns: round(s, 2) for ns, s in o.items()}}
+                                 for c, r, t, o in zip(cycles, rebalance, takeover, opened)]}
         return out | figures(fleet, items, 0.0)
     finally:
         stop.set()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
+import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import urllib3
@@ -213,3 +217,26 @@ def test_watch_stream_is_chunked_newline_delimited_json(http: urllib3.PoolManage
     assert resp.headers["Transfer-Encoding"] == "chunked"
     lines = [json.loads(line) for line in resp.data.splitlines() if line.strip()]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in lines] == [("ADDED", "r")]
+
+
+def test_a_burst_of_clients_connecting_at_once_is_not_dropped(cluster: DevCluster) -> None:
+    # A replica taking over namespaces opens a list and a watch of three kinds for each at once. A
+    # listen backlog that overflows drops their SYNs, and each dropped client connects only at its
+    # first SYN retransmission, a second later (the kernel's initial retransmission timeout).
+    host, port = urlsplit(cluster.url).hostname or "", urlsplit(cluster.url).port or 0
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(300)]
+    try:
+        for sock in socks:
+            sock.setblocking(False)
+            sock.connect_ex((host, port))
+        waiting = set(socks)
+        deadline = time.monotonic() + 0.8
+        while waiting and time.monotonic() < deadline:
+            _, ready, _ = select.select([], list(waiting), [], max(0.0, deadline - time.monotonic()))
+            for sock in ready:
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+                waiting.discard(sock)
+        assert not waiting, f"{len(waiting)} of 300 connections still unanswered (their SYNs were dropped)"
+    finally:
+        for sock in socks:
+            sock.close()

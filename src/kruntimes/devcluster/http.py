@@ -124,6 +124,11 @@ class DevClusterHTTPServer(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = True
+    request_queue_size = 4096
+    """The listen backlog (the kernel caps it at ``net.core.somaxconn``), as Go's listener asks:
+    socketserver's default of 5 drops the connections of a burst of clients (a replica taking
+    over namespaces opens three watches and three lists for each at once), and a dropped one
+    connects only after the client's first SYN retransmission, a second later."""
 
     def __init__(self, address: tuple[str, int], service: ObjectService, faults: Faults, settings: ServerSettings) -> None:
         self.service = service
