@@ -305,19 +305,25 @@ def test_an_echo_shown_before_the_write_is_recorded_is_not_waited_for() -> None:
     assert harness.queue.work.try_get() == key and not harness.queue.hold_until_seen(key)
 
 
+def two_full_pods(*, a: int, b: int, waiting: int, freed: tuple[str, ...]) -> Harness:
+    """Pods ``a`` and ``b`` with that many slots, every one taken (by ``ha<i>``, ``hb<i>``),
+    ``waiting`` Runs ``r<i>`` parked behind them; then the Runs named in ``freed`` finish."""
+    harness = Harness(
+        decoded_pod("a", capacity={"runs": str(a)}), decoded_pod("b", capacity={"runs": str(b)}),
+        *(active_run(f"ha{i}", "a") for i in range(a)), *(active_run(f"hb{i}", "b") for i in range(b)),
+        *(decoded_run(f"r{i}", created=at(i)) for i in range(waiting)),
+    )
+    harness.queue.activate_pending()
+    for name in freed:
+        harness.event("MODIFIED", decoded_run(name, phase="Succeeded", assigned_pod=name[1]))
+    return harness
+
+
 def test_a_run_placed_on_another_pod_than_it_was_admitted_for_leaves_its_room_to_the_run_it_displaced() -> None:
     # a: 3 slots, all busy; b: 2 slots, both busy. One release on a admits r0 for a; two on b
     # admit r1 and r2 for b. r0's cycle prefers the emptier b, so one of r1 and r2 will need a's
     # room: when r0's cycle ends, a must not admit r3 into that room as well.
-    harness = Harness(
-        decoded_pod("a", capacity={"runs": "3"}), decoded_pod("b", capacity={"runs": "2"}),
-        *(active_run(f"ha{i}", "a") for i in range(3)), *(active_run(f"hb{i}", "b") for i in range(2)),
-        *(decoded_run(f"r{i}", created=at(i)) for i in range(4)),
-    )
-    harness.queue.activate_pending()
-    harness.event("MODIFIED", decoded_run("ha0", phase="Succeeded", assigned_pod="a"))
-    harness.event("MODIFIED", decoded_run("hb0", phase="Succeeded", assigned_pod="b"))
-    harness.event("MODIFIED", decoded_run("hb1", phase="Succeeded", assigned_pod="b"))
+    harness = two_full_pods(a=3, b=2, waiting=4, freed=("ha0", "hb0", "hb1"))
     first = harness.take()
     assert first is not None and first.name == "r0"
     step = harness.decide(first)
@@ -334,14 +340,7 @@ def test_a_run_that_lost_its_reservation_to_another_worker_keeps_its_room_for_th
     # workers plan them from the same ledger and both choose a, the less loaded; r0 reserves it
     # first and r1's reservation conflicts. r1 is queued again at once: b's free slot is still
     # r1's, not r2's as well (one of the two would wait and come back behind later Runs).
-    harness = Harness(
-        decoded_pod("a", capacity={"runs": "2"}), decoded_pod("b", capacity={"runs": "3"}),
-        *(active_run(f"ha{i}", "a") for i in range(2)), *(active_run(f"hb{i}", "b") for i in range(3)),
-        *(decoded_run(f"r{i}", created=at(i)) for i in range(3)),
-    )
-    harness.queue.activate_pending()
-    harness.event("MODIFIED", decoded_run("ha0", phase="Succeeded", assigned_pod="a"))
-    harness.event("MODIFIED", decoded_run("hb0", phase="Succeeded", assigned_pod="b"))
+    harness = two_full_pods(a=2, b=3, waiting=3, freed=("ha0", "hb0"))
     first, second = harness.take(), harness.take()
     assert first is not None and second is not None and (first.name, second.name) == ("r0", "r1")
     before = harness.ledger.get()
