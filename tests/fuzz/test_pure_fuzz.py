@@ -14,10 +14,11 @@ from returns.pipeline import is_successful
 
 from kruntimes.pure.model import messages
 from kruntimes.pure.state.cluster import EMPTY_STATE, Event, apply, from_objects
-from kruntimes.pure.readers.kube import decode_object, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.readers.kube import capacity_from_annotations, decode_object, decode_pod, decode_run, decode_workspace
 from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey, RuntimePod, Workspace
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, HEARTBEAT_CONDITION, Run, RunKey, RuntimePod, Workspace, frozen_labels
+from kruntimes.pure.model.times import parse_time
 from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Skip, Wait
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.status import patch_body, status_for
@@ -205,3 +206,71 @@ def test_wrong_types_everywhere_fail_invalid_spec_not_crash() -> None:
         if isinstance(plan, Fail):
             assert plan.reason in FAIL_REASONS
             check_message(plan.message)
+
+
+def _pod_by_spec(value: Any) -> RuntimePod | None:
+    """SPEC §1's reading of a Pod, transcribed naively: every condition and every annotation
+    looked at, the first ``Ready`` and the first heartbeat condition taken."""
+    if not isinstance(value, dict) or not isinstance(value.get("metadata"), dict):
+        return None
+    meta = value["metadata"]
+    name, namespace, uid = meta.get("name"), meta.get("namespace", "default"), meta.get("uid")
+    if not (isinstance(name, str) and name and isinstance(namespace, str) and namespace and isinstance(uid, str) and uid):
+        return None
+    status: dict[str, Any] = value["status"] if isinstance(value.get("status"), dict) else {}
+    listed = status.get("conditions")
+    conditions = [c for c in listed if isinstance(c, dict) and isinstance(c.get("type"), str)] if isinstance(listed, list) else []
+    ready = next((c for c in conditions if c["type"] == "Ready"), None)
+    heartbeat = next((c for c in conditions if c["type"] == HEARTBEAT_CONDITION), None)
+    labels: dict[str, Any] = meta["labels"] if isinstance(meta.get("labels"), dict) else {}
+    annotations: dict[str, Any] = meta["annotations"] if isinstance(meta.get("annotations"), dict) else {}
+    runtime = labels.get("runtime")
+    probe = heartbeat.get("lastProbeTime") if heartbeat is not None else None
+    phase, version = status.get("phase"), meta.get("resourceVersion")
+    return RuntimePod(
+        namespace=namespace, name=name, uid=uid,
+        resource_version=version if isinstance(version, str) else "",
+        runtime=runtime if isinstance(runtime, str) else "",
+        phase=phase if isinstance(phase, str) else "",
+        deleting=meta.get("deletionTimestamp") is not None,
+        ready=ready is not None and ready.get("status") == "True",
+        heartbeat_ok=heartbeat is not None and heartbeat.get("status") == "True",
+        heartbeat_at=parse_time(probe) if isinstance(probe, str) else None,
+        capacity=capacity_from_annotations(frozen_labels({k: v for k, v in annotations.items() if isinstance(v, str)})),
+    )
+
+
+_CONDITION = st.fixed_dictionaries(
+    {"type": st.sampled_from(["Ready", HEARTBEAT_CONDITION, "ContainersReady"])},
+    optional={
+        "status": st.sampled_from(["True", "False", True]),
+        "lastProbeTime": st.sampled_from(["2025-01-01T00:00:00Z", "2025-01-01T00:00:05Z", "2025-01-01T01:00:00+01:00", "soon", 7]),
+    },
+)
+_WELL_FORMED_POD = st.builds(
+    lambda conditions, annotations, runtime: {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "3",
+                     "labels": {"runtime": runtime, "app": "x"}, "annotations": annotations},
+        "status": {"phase": "Running", "conditions": conditions},
+    },
+    st.lists(st.one_of(_CONDITION, json_values(2)), max_size=6),
+    st.dictionaries(
+        st.sampled_from(["kruntimes.io/capacity.runs", "kruntimes.io/capacity.gpu", "kruntimes.io/capacity.", "note"]),
+        st.one_of(st.sampled_from(["1", "4", "0", "500m", "-2", "many"]), st.integers(-2, 4)),
+        max_size=4,
+    ),
+    st.one_of(st.sampled_from(["python", "node"]), st.integers()),
+)
+
+
+@given(st.lists(st.one_of(_WELL_FORMED_POD, pods()), min_size=1, max_size=4))
+def test_a_pod_decodes_to_what_a_reading_of_every_field_gives(values: list[Any]) -> None:
+    # decode_pod reads only the fields a Runtime Pod is made of, and shares equal capacities
+    # and probe times between pods: neither may change what a pod decodes to.
+    for value in values:
+        decoded = decode_pod(value).value_or(None)
+        expected = _pod_by_spec(value)
+        assert decoded == expected
+        if decoded is not None and expected is not None:
+            assert dict(decoded.capacity) == dict(expected.capacity)

@@ -229,6 +229,9 @@ def capacity_from_annotations(annotations: Labels) -> Resources:
     return frozen_resources(capacity)
 
 
+_EMPTY_CAPACITY: Final = capacity_from_annotations({})
+
+
 def decode_pod(value: object) -> Result[RuntimePod, DecodeError]:
     """A core/v1 Pod as a Runtime Pod; malformed annotations and conditions are ignored."""
     obj = as_map(value)
@@ -238,23 +241,63 @@ def decode_pod(value: object) -> Result[RuntimePod, DecodeError]:
 
 
 def _pod_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: str, name: str, uid: str) -> RuntimePod:
+    # Read only what a Runtime Pod is made of: a heartbeat event (1,000 a second at 5,000
+    # pods) would otherwise pay for every label, annotation and condition of the pod.
     status = map_of(obj, "status")
-    conditions = _conditions(status.get("conditions"))
-    ready = first_condition(conditions, "Ready")
-    heartbeat = first_condition(conditions, HEARTBEAT_CONDITION)
+    ready, heartbeat = _pod_conditions(status.get("conditions"))
+    labels = as_map(meta.get("labels"))
+    runtime = labels.get(RUNTIME_LABEL, "") if labels else ""
     return RuntimePod(
         namespace=namespace,
         name=name,
         uid=uid,
         resource_version=text_of(meta, "resourceVersion"),
-        runtime=_string_map(meta.get("labels")).get(RUNTIME_LABEL, ""),
+        runtime=runtime if isinstance(runtime, str) else "",
         phase=text_of(status, "phase"),
         deleting=meta.get("deletionTimestamp") is not None,
-        ready=ready is not None and ready.status == "True",
-        heartbeat_ok=heartbeat is not None and heartbeat.status == "True",
-        heartbeat_at=heartbeat.last_probe_time if heartbeat is not None else None,
-        capacity=capacity_from_annotations(_string_map(meta.get("annotations"))),
+        ready=ready is not None and ready.get("status") == "True",
+        heartbeat_ok=heartbeat is not None and heartbeat.get("status") == "True",
+        heartbeat_at=_shared_time_field(heartbeat, "lastProbeTime") if heartbeat is not None else None,
+        capacity=_pod_capacity(meta.get("annotations")),
     )
+
+
+def _pod_conditions(value: object) -> tuple[Mapping[str, object] | None, Mapping[str, object] | None]:
+    """The first ``Ready`` and the first heartbeat condition, as Kubernetes readers take them."""
+    entries = as_list(value)
+    ready: Mapping[str, object] | None = None
+    heartbeat: Mapping[str, object] | None = None
+    for item in entries or ():
+        entry = as_map(item)
+        if entry is None:
+            continue
+        type_ = entry.get("type")
+        if type_ == "Ready" and ready is None:
+            ready = entry
+        elif type_ == HEARTBEAT_CONDITION and heartbeat is None:
+            heartbeat = entry
+    return ready, heartbeat
+
+
+_shared_capacities: Final[_Shared[tuple[tuple[str, str], ...], Resources]] = _Shared(SHARED_LIMIT)
+
+
+def _pod_capacity(value: object) -> Resources:
+    """:func:`capacity_from_annotations` of the pod's string annotations, one shared value per
+    distinct set of capacity annotations (the pods of a runtime advertise the same)."""
+    entries = as_map(value)
+    if not entries:
+        return _EMPTY_CAPACITY
+    items = tuple(
+        (key, text) for key, text in entries.items()
+        if isinstance(key, str) and key.startswith(CAPACITY_ANNOTATION_PREFIX) and isinstance(text, str)
+    )
+    if not items:
+        return _EMPTY_CAPACITY
+    found = _shared_capacities.get(items)
+    if found is not None:
+        return found
+    return _shared_capacities.put(items, capacity_from_annotations(dict(items)))
 
 
 # --- workspaces --------------------------------------------------------------------------
