@@ -287,7 +287,8 @@ class ObjectService:
         """Turn a client's full object into the stored successor of ``current`` (shared by PUT and PATCH)."""
         cur_meta = current["metadata"]
         if subresource == "status":
-            new = json_copy(current)
+            # the stored status is replaced (or dropped) just below: not worth copying first
+            new = {key: value if key == "status" else json_copy(value) for key, value in current.items()}
             if "status" in incoming:
                 new["status"] = json_copy(incoming["status"])
             else:

@@ -62,8 +62,10 @@ class SimulatorSettings:
 
 
 def set_condition(conditions: list[Obj], type_: str, status: str, now: str, *, reason: str = "", message: str = "", probe: bool = False) -> list[Obj]:
-    """Conditions with ``type_`` set; ``lastTransitionTime`` moves only when the status does."""
-    out = [dict(c) for c in conditions if c.get("type") != type_]
+    """Conditions with ``type_`` set; ``lastTransitionTime`` moves only when the status does.
+    The other conditions are shared with ``conditions`` (neither is mutated; the service copies
+    what it is given)."""
+    out = [c for c in conditions if c.get("type") != type_]
     old = next((c for c in conditions if c.get("type") == type_), None)
     cond: Obj = {"type": type_, "status": status}
     if reason:
@@ -535,7 +537,7 @@ class RuntimeSimulator:
         meta = pod["metadata"]
         key = (str(meta["namespace"]), str(meta["name"]))
         now_s = rfc3339(self._clock())
-        status = json_copy(pod.get("status") or {})
+        status = dict(pod.get("status") or {})  # the keys set below are replaced, not mutated
         started = status.get("startTime") or now_s
         conditions = list(status.get("conditions") or [])
         for type_ in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
