@@ -354,14 +354,23 @@ def shares(watcher: RunWatcher, variant: Variant) -> dict[str, Any]:
             "finished_after_binds": {n: last[n] for n in names}}
 
 
-def rss_probe(server: ServerProcess, tmp: Path, extra: Sequence[str]) -> int:
-    """RSS (KiB) of a scheduler that started, synced and idled against the cluster before any Run exists."""
+IDLE_SECONDS: Final = 5.0
+"""How long the empty-cluster scheduler's CPU is read for its idle cost."""
+
+
+def idle_probe(server: ServerProcess, tmp: Path, extra: Sequence[str]) -> tuple[int, float]:
+    """RSS (KiB) of a scheduler that started, synced and idled against the cluster before any Run
+    exists, and its CPU milliseconds per second over the next :data:`IDLE_SECONDS` (the pods'
+    heartbeats, its Lease, its safety net: what it costs to be there, binding nothing)."""
     proc, metrics = start_scheduler(server.kubeconfig, tmp, workers=WORKERS, namespace=None, name="scheduler-empty", extra=extra)
     try:
         if not wait_http_ok(metrics + "/readyz", 120):
             raise RuntimeError("the empty-cluster scheduler did not become ready")
         time.sleep(2.0)
-        return status_kib(proc.pid, "VmRSS")
+        rss = status_kib(proc.pid, "VmRSS")
+        before = cpu_seconds(proc.pid)
+        time.sleep(IDLE_SECONDS)
+        return rss, (cpu_seconds(proc.pid) - before) * 1000 / IDLE_SECONDS
     finally:
         stop_process(proc)
 
@@ -403,7 +412,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         http = Http(server.url)
         for ns in variant.namespaces:
             wait_pods_ready(http, ns.name, ns.pods)
-        rss_empty = rss_probe(server, tmp, extra)
+        rss_empty, idle_ms_per_s = idle_probe(server, tmp, extra)
         watcher = RunWatcher(server.url, http.resource_version(ALL_RUNS_PATH))
         watcher.start()
         watcher.ready.wait(10)
@@ -432,7 +441,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         sampler.start()
         if not wait_http_ok(metrics_url + "/readyz", 300):
             raise RuntimeError("the scheduler did not become ready")
-        cpu_ready = cpu_seconds(proc.pid)
+        cpu_ready, ready_at = cpu_seconds(proc.pid), time.perf_counter()
         profiler = start_profiler(args.profile, variant.label, proc.pid) if args.profile is not None else None
         timeout = args.timeout if args.timeout is not None else max(300.0, 10 * variant.ideal_seconds + 120)
         try:
@@ -440,7 +449,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             out["complete"] = True
         except TimeoutError:
             out["complete"] = False  # the figures below are then over the Runs bound so far
-        cpu_done = cpu_seconds(proc.pid)
+        cpu_done, done_at = cpu_seconds(proc.pid), time.perf_counter()
         if profiler is not None:
             stop_profiler(profiler)
         stop.set()
@@ -466,6 +475,8 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "wakeups_per_bind": round(wakeups / max(binds, 1), 1),
             "cpu_ms_per_bind": round((cpu_done - cpu_ready) * 1000 / max(binds, 1), 2),
             "cpu_seconds_total": round(cpu_done, 1),
+            "idle_cpu_ms_per_s": round(idle_ms_per_s, 1),
+            "cpu_ms_per_bind_over_idle": round(((cpu_done - cpu_ready) * 1000 - idle_ms_per_s * (done_at - ready_at)) / max(binds, 1), 2),
             "startup_seconds": round(first_bind - spawned, 2),
             "drain_seconds": round(drain, 1),
             "ideal_seconds": round(variant.ideal_seconds, 1),
