@@ -37,7 +37,12 @@ key and the API server's answer to a PATCH (``inside_scheduler_ms``), which tell
 the scheduler's share of a paced Run's latency from the server's.
 
 Prints one JSON object, then a one-line summary per variant; ``--plot`` writes a PNG
-of per-second throughput. Exit status 1 when a check fails (leak, overcommit).
+of per-second throughput.
+
+Idle (``--idle-seconds``, after the initial Runs are bound, before the burst): the
+scheduler's and the server's CPU per second with nothing created, and per heartbeat
+(P pods / the heartbeat interval a second): what applying, and serving, a pod's
+heartbeat costs, the background every other figure here runs against. Exit status 1 when a check fails (leak, overcommit).
 """
 
 from __future__ import annotations
@@ -313,6 +318,31 @@ def verify(http: Http, variant: Variant) -> dict[str, Any]:
     }
 
 
+def idle_phase(server: ServerProcess, scheduler_pid: int, pods: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Both processes' CPU while nothing is created: the pods' heartbeats (``pods`` per interval)
+    and what else runs on its own, per second and per heartbeat."""
+    interval = parse_seconds(args.heartbeat_interval)
+    cpu0, server0, began = cpu_seconds(scheduler_pid), cpu_seconds(server.pid), time.perf_counter()
+    time.sleep(args.idle_seconds)
+    cpu1, server1, seconds = cpu_seconds(scheduler_pid), cpu_seconds(server.pid), time.perf_counter() - began
+    beats = pods / interval * seconds
+    return {
+        "seconds": round(seconds, 1),
+        "heartbeats_per_second": round(pods / interval, 1),
+        "scheduler_ms_per_second": round((cpu1 - cpu0) * 1000 / seconds, 1),
+        "server_ms_per_second": round((server1 - server0) * 1000 / seconds, 1),
+        "scheduler_us_per_heartbeat": round((cpu1 - cpu0) * 1e6 / beats, 1),
+        "server_us_per_heartbeat": round((server1 - server0) * 1e6 / beats, 1),
+    }
+
+
+def parse_seconds(text: str) -> float:
+    """``5s``, ``500ms`` or a bare number of seconds."""
+    if text.endswith("ms"):
+        return float(text[:-2]) / 1000
+    return float(text.rstrip("s"))
+
+
 def scheduler_phase(server: ServerProcess, watcher: BindWatcher, http: Http, variant: Variant, args: argparse.Namespace,
                     tmp: Path) -> dict[str, Any]:
     initial = [f"init-{i}" for i in range(args.initial)]
@@ -333,6 +363,8 @@ def scheduler_phase(server: ServerProcess, watcher: BindWatcher, http: Http, var
             raise RuntimeError("the scheduler did not bind the initial Runs")
         result["initial_seconds"] = round(time.perf_counter() - started, 2)
         result["rss_after_initial_kib"] = status_kib(proc.pid, "VmRSS")
+        if args.idle_seconds > 0:
+            result["idle"] = idle_phase(server, proc.pid, variant.pods, args)
         if variant.conflict:
             http.fault({"action": "conflict", "resource": "runs", "subresource": "status", "namespace": SCHED_NS,
                         "count": None, "probability": variant.conflict})
@@ -423,7 +455,10 @@ def summary_line(r: dict[str, Any]) -> str:
         f"{r['floor_runs_per_second']:7.1f} = {r['ratio']:.2f}x; burst p50/p99 {s['burst']['latency_ms']['p50']:.0f}/"
         f"{s['burst']['latency_ms']['p99']:.0f} ms; paced@{s['paced']['rate']:g}/s p50/p99 "
         f"{s['paced']['latency_ms']['p50']:.1f}/{s['paced']['latency_ms']['p99']:.1f} ms; "
-        f"{s['cpu_seconds_per_1000_binds']:.2f} CPU-s/1k binds; peak RSS {s['peak_rss_kib'] / 1024:.0f} MiB; "
+        f"{s['cpu_seconds_per_1000_binds']:.2f} CPU-s/1k binds; "
+        + (f"idle {s['idle']['scheduler_us_per_heartbeat']:.0f}/{s['idle']['server_us_per_heartbeat']:.0f} us per heartbeat "
+           f"(scheduler/server); " if "idle" in s else "")
+        + f"peak RSS {s['peak_rss_kib'] / 1024:.0f} MiB; "
         f"unbound {s['unbound_after_settle']}; verify {'ok' if v.get('ok') else v.get('violations', 'skipped')}"
     )
 
@@ -465,6 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="scheduler workers = floor threads (default 4)")
     parser.add_argument("--creators", type=int, default=4, help="creator threads (default 4)")
     parser.add_argument("--heartbeat-interval", default="5s", help="the simulator's pod heartbeat (default 5s)")
+    parser.add_argument("--idle-seconds", type=float, default=10.0,
+                        help="after the initial Runs, read both processes' CPU this long with nothing created: "
+                             "the cost of the pods' heartbeats (default 10 = two heartbeat waves; 0 skips)")
     parser.add_argument("--churn-interval", type=float, default=0.5, help="seconds between pod churn actions (default 0.5)")
     parser.add_argument("--timeout", type=float, default=300.0, help="longest wait for a burst to be bound (default 300 s)")
     parser.add_argument("--settle", type=float, default=45.0, help="longest wait for every Run to be bound at the end")
