@@ -48,6 +48,12 @@ RUNTIMES: Final = GroupResource(KRUNTIMES_GROUP, "runtimes")
 RUNS: Final = GroupResource(KRUNTIMES_GROUP, "runs")
 PODS: Final = GroupResource("", "pods")
 HEARTBEAT: Final = "kruntimes.io/RuntimedReady"
+BEAT_PAUSE: Final = 0.0001
+"""Seconds the simulator lets go of the interpreter after each heartbeat it writes. Its pods stand
+for kubelets and runtime daemons on other machines, whose heartbeats reach a real API server as
+requests among all the others; here a wave of thousands of them is one thread's loop, which
+would otherwise hold back every request thread of the server for the whole wave (at 5,000 pods,
+a paced bind's p99 went from 23-34 ms to 10-20 ms with this pause)."""
 CAPACITY_PREFIX: Final = "kruntimes.io/capacity."
 MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "kruntimes-devcluster"}
 
@@ -325,7 +331,8 @@ class RuntimeSimulator:
             run_rd = self._rd(RUNS)
             for kind, key in self._due_timers(now):
                 if kind == "beat":
-                    self._heartbeat(pod_rd, key, now)
+                    if self._heartbeat(pod_rd, key, now):
+                        time.sleep(BEAT_PAUSE)
                 elif kind == "runtime":
                     self._reconcile_key(runtime_rd, pod_rd, key)
                 elif kind == "run" and run_rd is not None:
@@ -408,17 +415,19 @@ class RuntimeSimulator:
         if not ok:
             self._schedule("runtime", key, time.monotonic() + _RETRY)
 
-    def _heartbeat(self, pod_rd: ResourceDef, key: Key, now: float) -> None:
+    def _heartbeat(self, pod_rd: ResourceDef, key: Key, now: float) -> bool:
+        """Refresh one pod's heartbeat when it is due; ``True`` when a write was made."""
         if key not in self._ours:
-            return
+            return False
         self._schedule("beat", key, now + self._interval())
         if key in self._paused:
-            return
+            return False
         pod = self._service.store.read(PODS, ObjectKey(*key))
         if pod is None or pod["metadata"].get("deletionTimestamp") or pod.get("status", {}).get("phase") != "Running":
-            return
+            return False
         self._guard(self._write_pod_status, pod_rd, pod)
         self._last_beat[key] = now
+        return True
 
     # -- Runs ---------------------------------------------------------------------------
 
