@@ -322,6 +322,7 @@ def idle_phase(server: ServerProcess, scheduler_pid: int, pods: int, args: argpa
     """Both processes' CPU while nothing is created: the pods' heartbeats (``pods`` per interval)
     and what else runs on its own, per second and per heartbeat."""
     interval = parse_seconds(args.heartbeat_interval)
+    time.sleep(1.0)  # the initial binds' Events and echoes are done with
     cpu0, server0, began = cpu_seconds(scheduler_pid), cpu_seconds(server.pid), time.perf_counter()
     time.sleep(args.idle_seconds)
     cpu1, server1, seconds = cpu_seconds(scheduler_pid), cpu_seconds(server.pid), time.perf_counter() - began
