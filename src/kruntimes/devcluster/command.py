@@ -97,7 +97,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    simulator = None if args.no_simulator else SimulatorSettings(heartbeat_interval=args.heartbeat_interval, execute_runs=args.execute_runs)
+    simulator = None if args.no_simulator else SimulatorSettings(heartbeat_interval=args.heartbeat_interval, execute_runs=args.execute_runs, yield_after_beat=True)
     try:
         tokens = parse_token_file(args.token_auth_file.read_text(encoding="utf-8")) if args.token_auth_file else {}
         policy = parse_policy_file(args.authorization_policy_file.read_text(encoding="utf-8")) if args.authorization_policy_file else ()

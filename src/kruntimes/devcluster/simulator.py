@@ -59,6 +59,15 @@ class SimulatorSettings:
     """Seconds between heartbeats (lastProbeTime has whole-second precision, so below 1 s it moves once a second)."""
     execute_runs: float | None = None
     """Seconds a Run assigned to a simulated pod takes from Running to Succeeded; None leaves Runs alone."""
+    yield_after_beat: bool = False
+    """Let go of the interpreter (``time.sleep(0)``) after each heartbeat written. The pods stand for
+    kubelets and runtime daemons on other machines, whose heartbeats reach a real API server as
+    requests among all the others; a wave of 5,000 of them as one loop held back every request
+    thread of the server for the whole wave (paced p99 at 5,000 pods: 8-18 ms with the yield, 20-31 ms
+    without). Only for a server that has a process of its own and quick interpreter turns
+    (``kruntimes dev-cluster``): with CPython's default 5 ms turns each yield may cost the loop a
+    whole turn, and with it on, an in-process cluster under the full test suite's load failed a
+    chaos test's takeover check twice in two runs (it passed with it off)."""
 
 
 def set_condition(conditions: list[Obj], type_: str, status: str, now: str, *, reason: str = "", message: str = "", probe: bool = False) -> list[Obj]:
@@ -325,14 +334,7 @@ class RuntimeSimulator:
             run_rd = self._rd(RUNS)
             for kind, key in self._due_timers(now):
                 if kind == "beat":
-                    if self._heartbeat(pod_rd, key, now):
-                        # Let go of the interpreter. The pods stand for kubelets and runtime
-                        # daemons on other machines, whose heartbeats reach a real API server as
-                        # requests among all the others; a wave of 5,000 of them as one loop here
-                        # held back every request thread of the server for the whole wave (paced
-                        # p99 at 5,000 pods: 8-18 ms with this, 20-31 ms without). Watchers then
-                        # get the wave one event at a time, as from a real cluster, which costs
-                        # them more CPU per event than batches did.
+                    if self._heartbeat(pod_rd, key, now) and self.settings.yield_after_beat:
                         time.sleep(0)
                 elif kind == "runtime":
                     self._reconcile_key(runtime_rd, pod_rd, key)
