@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 from typing import Final, Generic, NoReturn, TypeAlias, TypeVar, cast
@@ -105,6 +105,11 @@ class _Shared(Generic[_H, _T]):
             table.clear()
         return table.setdefault(key, value)
 
+    def shared(self, key: _H, build: Callable[[], _T]) -> _T:
+        """The shared value for ``key``, built (and kept) the first time it is asked for."""
+        found = self._table.get(key)
+        return found if found is not None else self.put(key, build())
+
 
 SHARED_LIMIT: Final = 1 << 16
 """Entries per sharing table (a few MiB at most)."""
@@ -151,10 +156,7 @@ def _shared_labels_of(value: object) -> Labels:
     items = tuple(sorted((k, v) for k, v in entries.items() if isinstance(k, str) and isinstance(v, str)))
     if not items:
         return EMPTY_LABELS
-    found = _shared_labels.get(items)
-    if found is not None:
-        return found
-    return _shared_labels.put(items, MappingProxyType(dict(items)))
+    return _shared_labels.shared(items, lambda: MappingProxyType(dict(items)))
 
 
 def _conditions(value: object) -> tuple[Condition, ...]:
@@ -294,10 +296,7 @@ def _pod_capacity(value: object) -> Resources:
     )
     if not items:
         return _EMPTY_CAPACITY
-    found = _shared_capacities.get(items)
-    if found is not None:
-        return found
-    return _shared_capacities.put(items, capacity_from_annotations(dict(items)))
+    return _shared_capacities.shared(items, lambda: capacity_from_annotations(dict(items)))
 
 
 # --- workspaces --------------------------------------------------------------------------
