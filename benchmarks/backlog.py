@@ -70,7 +70,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -78,6 +77,7 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kruntimes.pure.model.times import parse_time  # noqa: E402
 from _common import (  # noqa: E402
     in_parallel,
     ALL_RUNS_PATH,
@@ -305,13 +305,8 @@ def inversions(sequence: Sequence[int]) -> int:
 
 def decided_at(stamp: str) -> float:
     """An RFC 3339 time (the scheduler writes microseconds) as seconds; unknown sorts last."""
-    try:
-        return datetime.strptime(stamp.replace("Z", "+00:00"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
-    except ValueError:
-        try:
-            return datetime.strptime(stamp.replace("Z", "+00:00"), "%Y-%m-%dT%H:%M:%S%z").timestamp()
-        except ValueError:
-            return float("inf")
+    parsed = parse_time(stamp)
+    return parsed.timestamp() if parsed is not None else float("inf")
 
 
 def order_figures(watcher: RunWatcher, namespace: str) -> dict[str, Any]:

@@ -37,12 +37,12 @@ key and the API server's answer to a PATCH (``inside_scheduler_ms``), which tell
 the scheduler's share of a paced Run's latency from the server's.
 
 Prints one JSON object, then a one-line summary per variant; ``--plot`` writes a PNG
-of per-second throughput.
+of per-second throughput. Exit status 1 when a check fails (leak, overcommit).
 
 Idle (``--idle-seconds``, after the initial Runs are bound, before the burst): the
 scheduler's and the server's CPU per second with nothing created, and per heartbeat
 (P pods / the heartbeat interval a second): what applying, and serving, a pod's
-heartbeat costs, the background every other figure here runs against. Exit status 1 when a check fails (leak, overcommit).
+heartbeat costs, the background every other figure here runs against.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kruntimes.devcluster.command import parse_duration  # noqa: E402
 from kruntimes.devcluster.gcpauses import shorten_pauses  # noqa: E402
 from _common import (  # noqa: E402
     PODS_PATH,
@@ -321,7 +322,7 @@ def verify(http: Http, variant: Variant) -> dict[str, Any]:
 def idle_phase(server: ServerProcess, scheduler_pid: int, pods: int, args: argparse.Namespace) -> dict[str, Any]:
     """Both processes' CPU while nothing is created: the pods' heartbeats (``pods`` per interval)
     and what else runs on its own, per second and per heartbeat."""
-    interval = parse_seconds(args.heartbeat_interval)
+    interval = parse_duration(args.heartbeat_interval)  # as the dev cluster reads it
     time.sleep(1.0)  # the initial binds' Events and echoes are done with
     cpu0, server0, began = cpu_seconds(scheduler_pid), cpu_seconds(server.pid), time.perf_counter()
     time.sleep(args.idle_seconds)
@@ -335,13 +336,6 @@ def idle_phase(server: ServerProcess, scheduler_pid: int, pods: int, args: argpa
         "scheduler_us_per_heartbeat": round((cpu1 - cpu0) * 1e6 / beats, 1),
         "server_us_per_heartbeat": round((server1 - server0) * 1e6 / beats, 1),
     }
-
-
-def parse_seconds(text: str) -> float:
-    """``5s``, ``500ms`` or a bare number of seconds."""
-    if text.endswith("ms"):
-        return float(text[:-2]) / 1000
-    return float(text.rstrip("s"))
 
 
 def scheduler_phase(server: ServerProcess, watcher: BindWatcher, http: Http, variant: Variant, args: argparse.Namespace,
