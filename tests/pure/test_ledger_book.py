@@ -34,7 +34,7 @@ from kruntimes.pure.ledger import (
 )
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey, frozen_resources
 from kruntimes.pure.model.quantity import Amount
-from kruntimes.pure.snapshot import take
+from kruntimes.pure.snapshot import slot_named, take
 from tests.pure.builders import NOW, active_run, decoded_pod, decoded_run
 
 NS = "default"
@@ -176,3 +176,31 @@ def test_a_ledger_built_from_reservations_alone_plans_like_one_built_by_reserve(
     key = RunKey(NS, "planned")
     assert take(state, rebuilt, key, NOW, DEFAULT_CONFIG) == take(state, ledger, key, NOW, DEFAULT_CONFIG)
     assert release(release(ledger, NS, "nope"), NS, "nope") is ledger
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.integers(0, 63), max_size=40), st.booleans())
+def test_a_snapshot_finds_the_reserved_pods_of_a_large_group_however_many_there_are(
+    reserved: set[int], pod_gone: bool
+) -> None:
+    """Few reserved pods are found by bisection, an eighth or more through a name index:
+    either way the slots, and a slot read by name, are the state's with the reserved totals."""
+    names = [f"pod-{i:02d}" for i in range(64)]
+    objects: list[Object] = [decoded_pod(name, capacity={"runs": "4", "cpu": "4"}) for name in names]
+    runs = [decoded_run(f"w{i}", requests=REQUESTS[i % len(REQUESTS)]) for i in sorted(reserved)]
+    planned = decoded_run("planned", requests={"runs": "1"})
+    state = reduce(lambda s, obj: apply(s, Event("ADDED", obj)), [*objects, *runs, planned], EMPTY_STATE)
+    ledger = EMPTY_LEDGER
+    for run, i in zip(runs, sorted(reserved)):
+        ledger = reserve(ledger, state, run, names[i], f"uid-pod-{NS}-{names[i]}", NOW, DEFAULT_CONFIG).unwrap()
+    if pod_gone and reserved:  # a reservation on a pod that is no longer there
+        gone = state.pod(NS, names[min(reserved)])
+        assert gone is not None
+        state = apply(state, Event("DELETED", gone))
+    snapshot = take(state, ledger, RunKey(NS, "planned"), NOW, DEFAULT_CONFIG)
+    expected = state.pod_slots(NS, "python", fresh_totals(ledger, NS))
+    assert snapshot.pods == expected
+    assert [_typed(s.usage) for s in snapshot.pods] == [_typed(s.usage) for s in expected]
+    for slot in expected:
+        assert slot_named(snapshot.pods, slot.pod.name) == slot
+    assert slot_named(snapshot.pods, "pod-missing") is None

@@ -100,12 +100,21 @@ class CandidateSlots(LazyTuple[PodSlot]):
     name, as ``(state slot, slot here)``. A snapshot built any other way holds a plain
     tuple, and the planner scans it."""
 
-    __slots__ = ("load_index", "moved", "_built")
+    __slots__ = ("load_index", "moved", "_positions", "_built")
 
-    def __init__(self, load_index: PodIndex, moved: dict[str, tuple[PodSlot, PodSlot]]) -> None:
+    def __init__(
+        self,
+        load_index: PodIndex,
+        moved: dict[str, tuple[PodSlot, PodSlot]],
+        positions: Sequence[int] = (),
+        built: tuple[PodSlot, ...] | None = None,
+    ) -> None:
         self.load_index = load_index
         self.moved = moved
-        self._built: tuple[PodSlot, ...] | None = None
+        """Pod name -> (its slot in the state, its slot here), for the pods reservations change."""
+        self._positions = positions
+        """Where each of ``moved`` sits in the tuple, in ``moved``'s order (unless ``built``)."""
+        self._built = built
 
     def _items(self) -> tuple[PodSlot, ...]:
         built = self._built
@@ -114,9 +123,8 @@ class CandidateSlots(LazyTuple[PodSlot]):
             moved = self.moved
             if moved:
                 out = list(slots)
-                for at, (_, slot) in zip(self.load_index.indexes_of(moved), moved.values()):
-                    if at is not None:
-                        out[at] = slot
+                for at, (_, slot) in zip(self._positions, moved.values()):
+                    out[at] = slot
                 slots = tuple(out)
             built = self._built = slots
         return built
@@ -153,26 +161,46 @@ def _pod_slots(
     A pod holding reservations gets ``PodSlot(pod, actual usage + reserved total)``;
     the book keeps that slot ready (``PodReservations.slot``), used as is while the
     state's slot still holds the very pod and usage objects it was derived from —
-    else it is rebuilt here. Each such pod is found by two bisections in the state's
-    chunked names; the other slots are the state's, gathered only when read.
+    else it is rebuilt here. Those pods are found by two bisections each in the state's
+    chunked names, and the other slots are the state's, gathered only when read; or,
+    with reservations on an eighth of the pods or more, by one name index over the
+    group, and the tuple is built at once.
     """
     index = state.load_index(namespace, runtime)
     if index is None:
         return ()
+    if book is None:
+        return CandidateSlots(index, {})
+    loaded = [(name, on_pod) for name, on_pod in book.pods.items() if on_pod.total]
     moved: dict[str, tuple[PodSlot, PodSlot]] = {}
-    if book is not None:
-        find = index.slot
-        for name, on_pod in book.pods.items():
-            if not on_pod.total:
-                continue
-            slot = find(name)
-            if slot is None:
+    if index.count < len(loaded) * 8:
+        # Reservations on an eighth of the pods or more (a small group, or a busy one: the
+        # scan will read the tuple): one name index, a step a pod in C, and the tuple now.
+        where = index.positions_by_name()
+        slots = index.slots()
+        out = list(slots)
+        for name, on_pod in loaded:
+            at = where.get(name)
+            if at is None:
                 continue  # a pod of another runtime, or gone
+            slot = slots[at]
             if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
-                moved[name] = (slot, on_pod.slot)
+                out[at] = reserved = on_pod.slot
             else:
-                moved[name] = (slot, PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total)))
-    return CandidateSlots(index, moved)
+                out[at] = reserved = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
+            moved[name] = (slot, reserved)
+        return CandidateSlots(index, moved, built=tuple(out))
+    positions: list[int] = []
+    for (name, on_pod), found in zip(loaded, index.located([name for name, _ in loaded])):
+        if found is None:
+            continue  # a pod of another runtime, or gone
+        at, slot = found
+        if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
+            moved[name] = (slot, on_pod.slot)
+        else:
+            moved[name] = (slot, PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total)))
+        positions.append(at)
+    return CandidateSlots(index, moved, positions)
 
 
 def _targets(

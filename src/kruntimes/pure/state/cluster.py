@@ -232,11 +232,16 @@ class _PodGroup:
         found = self._locate(name)
         return None if found is None else sum(map(len, self.chunks[: found[0]])) + found[1]
 
-    def indexes_of(self, names: Iterable[str]) -> list[int | None]:
-        """:meth:`index_of` for many names, the chunk offsets summed once."""
-        offsets = list(accumulate(map(len, self.chunks), initial=0))
-        firsts, all_names = self.firsts, self.names
-        out: list[int | None] = []
+    def positions_by_name(self) -> dict[str, int]:
+        """Pod name -> its position in :meth:`slots`, for every pod (built in C)."""
+        return dict(zip(chain.from_iterable(self.names), range(self.count)))
+
+    def located(self, names: Iterable[str]) -> list[tuple[int, PodSlot] | None]:
+        """For each name, its position in :meth:`slots` and its slot (``None``: not here);
+        two bisections a name, the chunk offsets summed once."""
+        chunks, firsts, all_names = self.chunks, self.firsts, self.names
+        offsets = list(accumulate(map(len, chunks), initial=0))
+        out: list[tuple[int, PodSlot] | None] = []
         for name in names:
             j = bisect_right(firsts, name) - 1
             if j < 0:
@@ -244,7 +249,7 @@ class _PodGroup:
                 continue
             chunk_names = all_names[j]
             i = bisect_left(chunk_names, name)
-            out.append(offsets[j] + i if i < len(chunk_names) and chunk_names[i] == name else None)
+            out.append((offsets[j] + i, chunks[j][i]) if i < len(chunk_names) and chunk_names[i] == name else None)
         return out
 
     def slot(self, name: str) -> PodSlot | None:
@@ -415,14 +420,6 @@ class ClusterState:
                 slot = out[index]
                 out[index] = PodSlot(slot.pod, plus_reserved(slot.usage, extra))
         return tuple(out)
-
-    def slot_positions(self, namespace: str, runtime: str, names: Iterable[str]) -> list[int | None]:
-        """Where each named pod sits in ``pod_slots(namespace, runtime)`` (``None``: not
-        there); two string bisections per name."""
-        group = self._groups.get((namespace, runtime))
-        if group is None:
-            return [None for _ in names]
-        return group.indexes_of(names)
 
     def load_index(self, namespace: str, runtime: str) -> _PodGroup | None:
         """The candidate group of ``(namespace, runtime)`` with its load index (for the
