@@ -171,18 +171,17 @@ def _pod_slots(
         return ()
     if book is None:
         return CandidateSlots(index, {})
-    loaded = [(name, on_pod) for name, on_pod in book.pods.items() if on_pod.total]
     moved: dict[str, tuple[PodSlot, PodSlot]] = {}
-    if index.count < len(loaded) * 8:
+    if index.count < len(book.pods) * 8:
         # Reservations on an eighth of the pods or more (a small group, or a busy one: the
         # scan will read the tuple): one name index, a step a pod in C, and the tuple now.
         where = index.positions_by_name()
         slots = index.slots()
         out = list(slots)
-        for name, on_pod in loaded:
+        for name, on_pod in book.pods.items():
             at = where.get(name)
-            if at is None:
-                continue  # a pod of another runtime, or gone
+            if at is None or not on_pod.total:
+                continue  # a pod of another runtime, or gone; or nothing reserved on it
             slot = slots[at]
             if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
                 out[at] = reserved = on_pod.slot
@@ -191,6 +190,7 @@ def _pod_slots(
             moved[name] = (slot, reserved)
         return CandidateSlots(index, moved, built=tuple(out))
     positions: list[int] = []
+    loaded = [(name, on_pod) for name, on_pod in book.pods.items() if on_pod.total]
     for (name, on_pod), found in zip(loaded, index.located([name for name, _ in loaded])):
         if found is None:
             continue  # a pod of another runtime, or gone
