@@ -5,7 +5,7 @@ though, are alike for a given Run: a pod that hosts no target of any of the
 Run's terms, is not the Run's workspace pod, has a fresh heartbeat and holds no
 reservation gets the same verdict from every filter and the same raw scores as
 any other such pod with the same capacity, usage and static availability (its
-*load class*, ``state.cluster.load_class``):
+*load class*, ``PodSlot.load_class``):
 
 - ``RuntimePodAvailability`` reads the static availability, the heartbeat
   (fresh: the same answer) and ``fits(capacity, usage, request)``;
@@ -51,7 +51,7 @@ from kruntimes.pure.framework.batch import BatchFilter
 from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.framework.runtime import prepare_filters, rejection_table, run_filters, run_scores, wait_message
-from kruntimes.pure.model.objects import NEVER_US, RUNS_RESOURCE, PodSlot, Run, Snapshot, epoch_us
+from kruntimes.pure.model.objects import NEVER_US, LoadClass, PodSlot, Run, Snapshot, epoch_us
 from kruntimes.pure.model.plan import Bind, CycleError, Plan, PodScore, ScoreTable, Wait
 from kruntimes.pure.persistent.lazy import LazyTuple
 from kruntimes.pure.plugins.affinity import RunAffinity
@@ -60,7 +60,7 @@ from kruntimes.pure.plugins.least_loaded import LeastLoaded, runs_only_keys, sca
 from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
-from kruntimes.pure.state.cluster import LoadClass, load_class
+
 
 __all__ = ["Placed", "fast_plan", "place", "proven_for"]
 
@@ -161,7 +161,7 @@ def place(
 
     taken: dict[LoadClass, int] = {}
     for name, state_slot in single.items():
-        key = load_class(state_slot)
+        key = state_slot.load_class
         taken[key] = taken.get(key, 0) + 1
     units: list[_Unit] = []
     shifted: dict[LoadClass, list[PodSlot]] = {}
@@ -169,21 +169,7 @@ def place(
         if name in single:
             single[name] = slot
             continue
-        # load_class of both slots, inlined for the common runs-only pod (same pod: only usage differs)
-        pod = slot.pod
-        runs = pod.only_runs_capacity
-        before, after = state_slot.usage, slot.usage
-        if (
-            runs
-            and len(pod.capacity) == 1
-            and (not before or (len(before) == 1 and RUNS_RESOURCE in before))
-            and (len(after) == 1 and RUNS_RESOURCE in after)
-        ):
-            ok = pod.available_probe_us != NEVER_US
-            old_key: LoadClass = (runs, state_slot.runs_used, ok)
-            new_key: LoadClass = (runs, slot.runs_used, ok)
-        else:
-            old_key, new_key = load_class(state_slot), load_class(slot)
+        old_key, new_key = state_slot.load_class, slot.load_class
         taken[old_key] = taken.get(old_key, 0) + 1
         held = shifted.get(new_key)
         if held is None:

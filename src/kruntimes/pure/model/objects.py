@@ -363,9 +363,30 @@ class PodSlot:
     runs_used: Amount = field(init=False, compare=False, repr=False)
     """``usage["runs"]`` (0 when absent), derived at construction: the hot filters
     and scorers read one attribute instead of a lookup in each pod's own map."""
+    load_class: LoadClass = field(init=False, compare=False, repr=False)
+    """:func:`load_class_of` the pod and usage, derived at construction: the load index
+    and placement without a scan read it for every reserved or moved pod."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "runs_used", self.usage.get(RUNS_RESOURCE, 0))
+        runs_used = self.usage.get(RUNS_RESOURCE, 0)
+        object.__setattr__(self, "runs_used", runs_used)
+        object.__setattr__(self, "load_class", load_class_of(self.pod, self.usage, runs_used))
+
+
+LoadClass: TypeAlias = "tuple[int, Amount, bool] | tuple[tuple[tuple[str, Amount], ...], tuple[tuple[str, Amount], ...], bool]"
+"""What every verdict and load key of a pod that nothing else singles out depends on:
+(capacity, usage, whether the pod can be available at all). ``(runs capacity, runs
+used, ok)`` for the common pod with only an integer ``runs`` capacity and runs-only
+usage, else the sorted items of both (the two shapes never compare equal)."""
+
+
+def load_class_of(pod: RuntimePod, usage: Resources, runs_used: Amount) -> LoadClass:
+    """The load class of ``pod`` with ``usage`` (``runs_used``: its ``runs``, 0 when absent)."""
+    ok = pod.available_probe_us != NEVER_US
+    runs = pod.only_runs_capacity
+    if runs and len(pod.capacity) == 1 and (not usage or (len(usage) == 1 and RUNS_RESOURCE in usage)):
+        return (runs, runs_used, ok)
+    return (tuple(sorted(pod.capacity.items())), tuple(sorted(usage.items())), ok)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,8 @@ from kruntimes.pure.model.objects import Object
 from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
 from kruntimes.pure.model.objects import (
     EMPTY_LABELS,
+    LoadClass,
+    load_class_of,
     NEVER_US,
     EMPTY_RESOURCES,
     RUNS_RESOURCE,
@@ -96,28 +98,11 @@ _CHUNK: Final = 64
 """Most slots per chunk: a slot update copies one chunk and the chunk tuple."""
 
 
-LoadClass: TypeAlias = "tuple[int, Amount, bool] | tuple[tuple[tuple[str, Amount], ...], tuple[tuple[str, Amount], ...], bool]"
-"""What every verdict and load key of a pod that nothing else singles out depends on:
-(capacity, usage, whether the pod can be available at all). ``(runs capacity, runs
-used, ok)`` for the common pod with only an integer ``runs`` capacity and runs-only
-usage, else the sorted items of both (the two shapes never compare equal)."""
-
 NO_PROBE: Final = 1 << 62
 """The probe minimum of a chunk with no pod that may ever be available."""
 NAIVE_PROBE: Final = NEVER_US + 1
 """The probe minimum of a chunk holding a pod with a naive ``lastProbeTime``: below every
 cutoff, so the planner always looks at that chunk's pods one by one."""
-
-
-def load_class(slot: PodSlot) -> LoadClass:
-    """The load class of a slot (see :data:`LoadClass`)."""
-    pod = slot.pod
-    ok = pod.available_probe_us != NEVER_US
-    runs = pod.only_runs_capacity
-    usage = slot.usage
-    if runs and len(pod.capacity) == 1 and (not usage or (len(usage) == 1 and RUNS_RESOURCE in usage)):
-        return (runs, slot.runs_used, ok)
-    return (tuple(sorted(pod.capacity.items())), tuple(sorted(usage.items())), ok)
 
 
 def _probe_min(chunk: tuple[PodSlot, ...]) -> int:
@@ -198,7 +183,7 @@ class _PodGroup:
         names = tuple(tuple(s.pod.name for s in chunk) for chunk in chunks)
         by_class: dict[LoadClass, list[str]] = {}
         for slot in ordered:
-            by_class.setdefault(load_class(slot), []).append(slot.pod.name)
+            by_class.setdefault(slot.load_class, []).append(slot.pod.name)
         classes = pdict({key: tuple(held) for key, held in by_class.items()})
         return _PodGroup(
             tuple(n[0] for n in names), names, chunks, len(ordered), classes, tuple(map(_probe_min, chunks))
@@ -288,7 +273,7 @@ class _PodGroup:
                 or (old_probe == NEVER_US) != (new_probe == NEVER_US)
                 or before.pod.capacity != slot.pod.capacity
             ):
-                classes = _reclass(classes, name, load_class(before), load_class(slot))
+                classes = _reclass(classes, name, before.load_class, slot.load_class)
             return _PodGroup(firsts, names, tuple(replaced), self.count, classes, probe_mins)
         chunk = chunk[:i] + (slot,) + chunk[i:]
         chunk_names = chunk_names[:i] + (name,) + chunk_names[i:]
@@ -305,7 +290,7 @@ class _PodGroup:
             names,
             chunks[:j] + new_chunks + chunks[j + 1 :],
             self.count + 1,
-            _reclass(self.classes, name, None, load_class(slot)),
+            _reclass(self.classes, name, None, slot.load_class),
             probe_mins[:j] + tuple(map(_probe_min, new_chunks)) + probe_mins[j + 1 :],
         )
 
@@ -320,7 +305,7 @@ class _PodGroup:
             return self
         if self.count == 1:
             return None
-        classes = _reclass(self.classes, name, load_class(chunk[i]), None)
+        classes = _reclass(self.classes, name, chunk[i].load_class, None)
         chunk = chunk[:i] + chunk[i + 1 :]
         chunk_names = chunk_names[:i] + chunk_names[i + 1 :]
         probe_mins = self.probe_mins
@@ -565,7 +550,7 @@ def _state(
     return state
 
 
-_SET_SLOT_POD, _SET_SLOT_USAGE, _SET_SLOT_RUNS = (getattr(PodSlot, name).__set__ for name in PodSlot.__slots__)
+_SET_SLOT_POD, _SET_SLOT_USAGE, _SET_SLOT_RUNS, _SET_SLOT_CLASS = (getattr(PodSlot, name).__set__ for name in PodSlot.__slots__)
 
 
 def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
@@ -573,7 +558,9 @@ def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
     slot: PodSlot = _new_object(PodSlot)
     _SET_SLOT_POD(slot, pod)
     _SET_SLOT_USAGE(slot, usage)
-    _SET_SLOT_RUNS(slot, usage.get(RUNS_RESOURCE, 0))
+    runs_used = usage.get(RUNS_RESOURCE, 0)
+    _SET_SLOT_RUNS(slot, runs_used)
+    _SET_SLOT_CLASS(slot, load_class_of(pod, usage, runs_used))
     return slot
 
 
