@@ -52,9 +52,31 @@ def free_port() -> int:
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of ``pid`` (all threads), in seconds."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of ``pid`` (all threads), in seconds: the interpreter's own work, and the
+    kernel's on its behalf (system calls: sockets, futexes of threads handing the GIL on)."""
     text = Path(f"/proc/{pid}/stat").read_text()
     fields = text[text.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary context switches of every thread of ``pid`` so far (a thread that blocked:
+    on a socket, a lock, the GIL); threads that already ended are not counted."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue  # the thread ended
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
 
 
 def status_kib(pid: int, key: str) -> int:
