@@ -83,6 +83,7 @@ from _common import (  # noqa: E402
     VENV_BIN,
     Http,
     ServerProcess,
+    context_switches,
     cpu_seconds,
     free_port,
     machine,
@@ -126,6 +127,8 @@ class Replica:
     metrics: str
     cpu_from: float = 0.0
     cpu: float = 0.0
+    switches_from: int = 0
+    switches: int = 0
     cycles: float = 0.0
     stopped: bool = False
     idle_ms_per_s: float | None = None
@@ -134,6 +137,7 @@ class Replica:
         """Take the process's CPU and cycle counter now (while it runs)."""
         try:
             self.cpu = cpu_seconds(self.proc.pid)
+            self.switches = context_switches(self.proc.pid)
             self.cycles = sum(v for k, v in scrape(self.metrics).items() if k.startswith(CYCLES_METRIC))
         except (OSError, urllib3.exceptions.HTTPError):
             pass
@@ -309,7 +313,8 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
     replicas = {
         r.identity: {"binds": binds.get(r.identity, 0), "cycles": r.cycles, "cpu_s": round(r.cpu - r.cpu_from, 2),
                      "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
-                     "idle_cpu_ms_per_s": r.idle_ms_per_s}
+                     "idle_cpu_ms_per_s": r.idle_ms_per_s,
+                     "switches_per_bind": round((r.switches - r.switches_from) / binds[r.identity], 1) if binds.get(r.identity) else None}
         for r in fleet.every
     }
     return {"binds": total, "cycles": cycles, "cycles_per_bind": round(cycles / max(total, 1), 3),
@@ -337,6 +342,7 @@ def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse
         time.sleep(IDLE_WINDOW)
         for r in fleet.every:
             r.cpu_from = cpu_seconds(r.proc.pid)
+            r.switches_from = context_switches(r.proc.pid)
             r.idle_ms_per_s = round((r.cpu_from - idle_from[r.identity]) * 1000 / IDLE_WINDOW, 2)
         burst = burst_of(sizes)
         began = time.monotonic()
