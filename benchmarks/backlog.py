@@ -440,6 +440,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             raise RuntimeError("the scheduler did not become ready")
         cpu_ready, ready_at = cpu_seconds(proc.pid), time.perf_counter()
         sys_ready, switches_ready = cpu_split(proc.pid)[1], context_switches(proc.pid)
+        server_ready = cpu_seconds(server.pid)
         profiler = start_profiler(args.profile, variant.label, proc.pid) if args.profile is not None else None
         timeout = args.timeout if args.timeout is not None else max(300.0, 10 * variant.ideal_seconds + 120)
         try:
@@ -449,6 +450,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             out["complete"] = False  # the figures below are then over the Runs bound so far
         cpu_done, done_at = cpu_seconds(proc.pid), time.perf_counter()
         sys_done, switches_done = cpu_split(proc.pid)[1], context_switches(proc.pid)
+        server_done = cpu_seconds(server.pid)
         if profiler is not None:
             stop_profiler(profiler)
         stop.set()
@@ -476,6 +478,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "cpu_seconds_total": round(cpu_done, 1),
             "cpu_system_share": round((sys_done - sys_ready) / max(cpu_done - cpu_ready, 1e-9), 3),
             "context_switches_per_bind": round((switches_done - switches_ready) / max(binds, 1), 1),
+            "server_cpu_ms_per_bind": round((server_done - server_ready) * 1000 / max(binds, 1), 2),
             "idle_cpu_ms_per_s": round(idle_ms_per_s, 1),
             "cpu_ms_per_bind_over_idle": round(((cpu_done - cpu_ready) * 1000 - idle_ms_per_s * (done_at - ready_at)) / max(binds, 1), 2),
             "startup_seconds": round(first_bind - spawned, 2),
