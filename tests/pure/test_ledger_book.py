@@ -34,7 +34,7 @@ from kruntimes.pure.ledger import (
 )
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey, frozen_resources
 from kruntimes.pure.model.quantity import Amount
-from kruntimes.pure.snapshot import slot_named, take
+from kruntimes.pure.snapshot import pod_slot, take
 from tests.pure.builders import NOW, active_run, decoded_pod, decoded_run
 
 NS = "default"
@@ -184,7 +184,8 @@ def test_a_snapshot_finds_the_reserved_pods_of_a_large_group_however_many_there_
     reserved: set[int], pod_gone: bool
 ) -> None:
     """Few reserved pods are found by bisection, an eighth or more through a name index:
-    either way the slots, and a slot read by name, are the state's with the reserved totals."""
+    either way the slots, and one pod's slot read alone (an admission's), are the state's
+    with the reserved totals."""
     names = [f"pod-{i:02d}" for i in range(64)]
     objects: list[Object] = [decoded_pod(name, capacity={"runs": "4", "cpu": "4"}) for name in names]
     runs = [decoded_run(f"w{i}", requests=REQUESTS[i % len(REQUESTS)]) for i in sorted(reserved)]
@@ -202,5 +203,7 @@ def test_a_snapshot_finds_the_reserved_pods_of_a_large_group_however_many_there_
     assert snapshot.pods == expected
     assert [_typed(s.usage) for s in snapshot.pods] == [_typed(s.usage) for s in expected]
     for slot in expected:
-        assert slot_named(snapshot.pods, slot.pod.name) == slot
-    assert slot_named(snapshot.pods, "pod-missing") is None
+        alone = pod_slot(state, ledger, NS, "python", slot.pod.name)
+        assert alone == slot and alone is not None and _typed(alone.usage) == _typed(slot.usage)
+    assert pod_slot(state, ledger, NS, "python", "pod-missing") is None
+    assert pod_slot(state, ledger, NS, "ruby", expected[0].pod.name) is None

@@ -55,6 +55,7 @@ from kruntimes.pure.model.objects import (
 from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.model.resources import fits, plus_reserved
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.placement import proven_for
 from kruntimes.pure.snapshot import pod_slot, take
 from kruntimes.pure.state.cluster import ClusterState
 
@@ -233,11 +234,15 @@ def admit(
     one pod (its usage + the ledger's reservations + ``claimed`` + the Runs
     admitted before it), so a Run is admitted only if its cycle could bind it
     here; the walk stops when the pod has no room left or after
-    :data:`MAX_ADMISSION_WALK` Runs.
+    :data:`MAX_ADMISSION_WALK` Runs. Under the built-in filters, a Run without required
+    terms or a workspace is judged without cutting its snapshot (its targets and its
+    workspace are all a filter would read of it besides the pod); the pod's slot is read
+    alone (:func:`snapshot.pod_slot`).
     """
     admitted: list[RunKey] = []
     refused: list[RunKey] = []
     extra = dict(claimed)
+    shortcut = proven_for(registry)
     base: PodSlot | None = None
     group = ("", "")
     for examined, key in enumerate(parked):
@@ -254,8 +259,13 @@ def admit(
         slot = PodSlot(base.pod, plus_reserved(base.usage, extra)) if extra else base
         if not slot.pod.available(now, config.stale_after()) or not fits(slot.pod.capacity, slot.usage, _ONE_RUN):
             break  # no room left for anyone: decided before any Run's snapshot is cut
-        snapshot = take(state, ledger, key, now, config)
-        filtered = run_filters(run, replace(snapshot, pods=(slot,)), registry)
+        if shortcut and not run.affinity.required and not run.affinity.anti_required and run.workspace is None:
+            # Nothing the built-in filters read of a snapshot besides the pod, the clock and the
+            # config depends on the rest of it for this Run: no targets, no workspace to cut.
+            snapshot = Snapshot(key, run, (slot,), (), None, ledger.get(key.namespace, run.uid), now, config)
+        else:
+            snapshot = replace(take(state, ledger, key, now, config), pods=(slot,))
+        filtered = run_filters(run, snapshot, registry)
         if is_successful(filtered) and filtered.unwrap().feasible:
             admitted.append(key)
             for name, amount in run.requests.items():

@@ -19,7 +19,7 @@ from typing import Final, final
 
 from kruntimes.pure.persistent.lazy import LazyTuple
 from kruntimes.pure.state.cluster import ClusterState, OnPods, PodIndex
-from kruntimes.pure.ledger import Ledger, NamespaceBook
+from kruntimes.pure.ledger import Ledger, NamespaceBook, PodReservations
 from kruntimes.pure.model.objects import (
     AffinityTerm,
     LabelSelector,
@@ -132,24 +132,27 @@ class CandidateSlots(LazyTuple[PodSlot]):
     def __len__(self) -> int:
         return self.load_index.count
 
-    def named(self, name: str) -> PodSlot | None:
-        """The slot of pod ``name`` (reservations added), without building the tuple."""
-        moved = self.moved.get(name)
-        return moved[1] if moved is not None else self.load_index.slot(name)
 
 
 def pod_slot(state: ClusterState, ledger: Ledger, namespace: str, runtime: str, name: str) -> PodSlot | None:
     """Pod ``name``'s slot as :func:`take` would give it to a Run of ``runtime`` (actual usage
-    plus the namespace's reservations on it); ``None`` when it is not a pod of that group."""
-    return slot_named(_pod_slots(state, ledger.book(namespace), namespace, runtime), name)
+    plus the namespace's reservations on it); ``None`` when it is not a pod of that group.
+    Two bisections and the book's entry for that pod: no other pod is looked at."""
+    index = state.load_index(namespace, runtime)
+    slot = None if index is None else index.slot(name)
+    if slot is None:
+        return None
+    book = ledger.book(namespace)
+    on_pod = None if book is None else book.pods.get(name)
+    return slot if on_pod is None or not on_pod.total else _reserved_slot(slot, on_pod)
 
 
-def slot_named(pods: Sequence[PodSlot], name: str) -> PodSlot | None:
-    """The slot of pod ``name`` among a snapshot's candidates: two bisections for the ones
-    :func:`take` builds, a scan for a plain tuple."""
-    if isinstance(pods, CandidateSlots):
-        return pods.named(name)
-    return next((slot for slot in pods if slot.pod.name == name), None)
+def _reserved_slot(slot: PodSlot, on_pod: PodReservations) -> PodSlot:
+    """The slot of a pod holding reservations: the book's ready one while it was derived from
+    this very pod and usage, else actual usage plus the reserved total."""
+    if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
+        return on_pod.slot
+    return PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
 
 
 def _pod_slots(
@@ -184,7 +187,7 @@ def _pod_slots(
                 continue  # a pod of another runtime, or gone; or nothing reserved on it
             slot = slots[at]
             if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
-                out[at] = reserved = on_pod.slot
+                out[at] = reserved = on_pod.slot  # (:func:`_reserved_slot`, inline: a step a pod)
             else:
                 out[at] = reserved = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
             moved[name] = (slot, reserved)
@@ -195,10 +198,7 @@ def _pod_slots(
         if found is None:
             continue  # a pod of another runtime, or gone
         at, slot = found
-        if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
-            moved[name] = (slot, on_pod.slot)
-        else:
-            moved[name] = (slot, PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total)))
+        moved[name] = (slot, _reserved_slot(slot, on_pod))
         positions.append(at)
     return CandidateSlots(index, moved, positions)
 
