@@ -78,6 +78,9 @@ class Server:
         except OSError:
             return
         finally:
+            # The file object holds the socket open past ``conn.close()``: close both, or the
+            # count below would say "closed" while the client could still send on it.
+            reader.close()
             conn.close()
             self.closed += 1
 
