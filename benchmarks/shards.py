@@ -91,7 +91,6 @@ from _common import (  # noqa: E402
     run_body,
     scrape,
     stop_process,
-    wait_http_ok,
     wait_pods_ready,
 )
 

@@ -67,7 +67,7 @@ from kruntimes.effects.metrics import (
     serve,
 )
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
-from kruntimes.pure.step import BackOff, Forget, RequeueAfter
+from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET
 from kruntimes.effects.schedulingqueue import SchedulingQueue
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event

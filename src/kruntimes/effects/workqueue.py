@@ -38,7 +38,6 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, final
 
 from kruntimes.pure.model.objects import RunKey

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from returns.result import Result
-
 from kruntimes.pure import ledger, queueing, status
 from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.state import cluster
@@ -24,9 +22,8 @@ from kruntimes.pure.state.cluster import ClusterState, Event
 from kruntimes.pure.readers.cyclelog import CycleRecord
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from kruntimes.pure.ledger import Ledger, ReserveConflict
+from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import Reservation, RunKey
-from kruntimes.pure.model.plan import CycleError, Plan
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.scenario import Scenario
 from kruntimes.pure.step import Step, Written, apply, settle, transact

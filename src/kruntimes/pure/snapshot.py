@@ -133,7 +133,6 @@ class CandidateSlots(LazyTuple[PodSlot]):
         return self.load_index.count
 
 
-
 def pod_slot(state: ClusterState, ledger: Ledger, namespace: str, runtime: str, name: str) -> PodSlot | None:
     """Pod ``name``'s slot as :func:`take` would give it to a Run of ``runtime`` (actual usage
     plus the namespace's reservations on it); ``None`` when it is not a pod of that group.

@@ -46,7 +46,6 @@ from kruntimes.pure.model.objects import (
     WeightedTerm,
     Workspace,
     WorkspaceRef,
-    first_condition,
     frozen_labels,
     frozen_resources,
 )
