@@ -267,13 +267,7 @@ class _PodGroup:
                 mins = list(probe_mins)
                 mins[j] = _probe_min(new_chunk)
                 probe_mins = tuple(mins)
-            classes = self.classes
-            if (
-                before.usage is not slot.usage
-                or (old_probe == NEVER_US) != (new_probe == NEVER_US)
-                or before.pod.capacity != slot.pod.capacity
-            ):
-                classes = _reclass(classes, name, before.load_class, slot.load_class)
+            classes = _reclass(self.classes, name, before.load_class, slot.load_class)  # as is when equal
             return _PodGroup(firsts, names, tuple(replaced), self.count, classes, probe_mins)
         chunk = chunk[:i] + (slot,) + chunk[i:]
         chunk_names = chunk_names[:i] + (name,) + chunk_names[i:]
