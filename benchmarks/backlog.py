@@ -14,6 +14,10 @@ Running -> Succeeded after the run duration), the scheduler (``kruntimes schedul
 of every Run). The Runs are all created and seen by the watch *before* the scheduler
 starts.
 
+Placement (``--placement``, default ``split``): the scheduler runs on a CPU of its own, the dev
+cluster and this harness on the others, as an API server and a scheduler do in a cluster;
+``shared`` lets every process use every CPU, as the rounds before this option measured.
+
 Variants:
 
 * ``backlog`` at each size N: one namespace, 50 Runtime Pods x 2 slots, N Runs of 1 slot.
@@ -91,6 +95,8 @@ from _common import (  # noqa: E402
     machine,
     percentile,
     scrape,
+    Placement,
+    PLACEMENTS,
     start_scheduler,
     status_kib,
     stop_process,
@@ -355,11 +361,12 @@ IDLE_SECONDS: Final = 5.0
 """How long the empty-cluster scheduler's CPU is read for its idle cost."""
 
 
-def idle_probe(server: ServerProcess, tmp: Path, extra: Sequence[str]) -> tuple[int, float]:
+def idle_probe(server: ServerProcess, tmp: Path, extra: Sequence[str], placement: Placement) -> tuple[int, float]:
     """RSS (KiB) of a scheduler that started, synced and idled against the cluster before any Run
     exists, and its CPU milliseconds per second over the next :data:`IDLE_SECONDS` (the pods'
     heartbeats, its Lease, its safety net: what it costs to be there, binding nothing)."""
-    proc, metrics = start_scheduler(server.kubeconfig, tmp, workers=WORKERS, namespace=None, name="scheduler-empty", extra=extra)
+    proc, metrics = start_scheduler(server.kubeconfig, tmp, workers=WORKERS, namespace=None, name="scheduler-empty", extra=extra,
+                                    placement=placement)
     try:
         if not wait_http_ok(metrics + "/readyz", 120):
             raise RuntimeError("the empty-cluster scheduler did not become ready")
@@ -409,7 +416,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         http = Http(server.url)
         for ns in variant.namespaces:
             wait_pods_ready(http, ns.name, ns.pods)
-        rss_empty, idle_ms_per_s = idle_probe(server, tmp, extra)
+        rss_empty, idle_ms_per_s = idle_probe(server, tmp, extra, args.placement)
         watcher = RunWatcher(server.url, http.resource_version(ALL_RUNS_PATH))
         watcher.start()
         watcher.ready.wait(10)
@@ -421,7 +428,8 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         out["create_seconds"] = round(time.perf_counter() - began, 1)
         fit = sum(ns.fit for ns in variant.namespaces)
         spawned = time.perf_counter()
-        proc, metrics_url = start_scheduler(server.kubeconfig, tmp, workers=WORKERS, namespace=None, name=f"scheduler-{variant.label}", extra=extra)
+        proc, metrics_url = start_scheduler(server.kubeconfig, tmp, workers=WORKERS, namespace=None, name=f"scheduler-{variant.label}", extra=extra,
+                                               placement=args.placement)
         samples: list[tuple[float, int, int, int]] = []  # (t since spawn, pending, binds so far, RSS KiB)
         stop = threading.Event()
 
@@ -589,7 +597,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write a PNG of backlog and binds/s over time here")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the scheduler from readiness to the last completion; collapsed stacks in DIR/<variant>.txt")
     parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--placement", choices=PLACEMENTS, default="split",
+                        help="split (default): the scheduler on a CPU of its own, the dev cluster and this harness on the "
+                             "others, as in a cluster; shared: every process anywhere (earlier rounds' figures)")
     args = parser.parse_args(argv)
+    args.placement = Placement.of(args.placement)
+    args.placement.enter()
     sizes = [int(s) for s in (args.sizes or ("1000,5000" if args.quick else "1000,10000,50000")).split(",") if s]
     scale = args.fair_scale if args.fair_scale is not None else (0.25 if args.quick else 1.0)
     names = [v for v in args.variants.split(",") if v]
@@ -617,7 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     document = {
         "benchmark": "backlog",
         "machine": machine(),
-        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()} | {"run_seconds": RUN_SECONDS, "workers": WORKERS},
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        | {"run_seconds": RUN_SECONDS, "workers": WORKERS, "placement": args.placement.describe()},
         "wall_seconds": round(time.monotonic() - began, 1),
         "results": results,
     }
