@@ -338,8 +338,11 @@ def _regexp(pattern: str) -> Callable[[str], bool]:
         return lambda text: fallback.search(text) is not None
 
 
+@functools.lru_cache(maxsize=8192)
 def pattern_matches(pattern: str, text: str) -> bool:
-    """OpenAPI ``pattern``: an unanchored search."""
+    """OpenAPI ``pattern``: an unanchored search. Remembered per (pattern, value): the same values
+    come back on every write of an object (its quantities, names, condition reasons), and one
+    search through the RE2 binding's Python wrapper costs tens of microseconds."""
     return _regexp(pattern)(text)
 
 
