@@ -338,11 +338,21 @@ def _regexp(pattern: str) -> Callable[[str], bool]:
         return lambda text: fallback.search(text) is not None
 
 
-@functools.lru_cache(maxsize=8192)
+_REMEMBERED_VALUE_MAX: Final = 256
+"""Longest value whose pattern check is remembered (names and quantities are far shorter)."""
+
+
 def pattern_matches(pattern: str, text: str) -> bool:
-    """OpenAPI ``pattern``: an unanchored search. Remembered per (pattern, value): the same values
-    come back on every write of an object (its quantities, names, condition reasons), and one
-    search through the RE2 binding's Python wrapper costs tens of microseconds."""
+    """OpenAPI ``pattern``: an unanchored search. Remembered per (pattern, value) for short values:
+    the same ones come back on every write of an object (its quantities, names, condition
+    reasons), and one search through the RE2 binding's Python wrapper costs tens of microseconds."""
+    if len(text) > _REMEMBERED_VALUE_MAX:
+        return _regexp(pattern)(text)
+    return _remembered_match(pattern, text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _remembered_match(pattern: str, text: str) -> bool:
     return _regexp(pattern)(text)
 
 
