@@ -602,7 +602,6 @@ def main(argv: list[str] | None = None) -> int:
                              "others, as in a cluster; shared: every process anywhere (earlier rounds' figures)")
     args = parser.parse_args(argv)
     args.placement = Placement.of(args.placement)
-    args.placement.enter()
     sizes = [int(s) for s in (args.sizes or ("1000,5000" if args.quick else "1000,10000,50000")).split(",") if s]
     scale = args.fair_scale if args.fair_scale is not None else (0.25 if args.quick else 1.0)
     names = [v for v in args.variants.split(",") if v]
@@ -617,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             document["wall_seconds"] = round(time.monotonic() - began, 1)
             print(json.dumps(document, indent=1))
             return 0
+        args.placement.enter()  # (not for --create-rate: the dev cluster alone, on every CPU as before)
         variants = [backlog_variant(s) for s in sizes] if "backlog" in names else []
         if "mixed" in names:
             variants.append(mixed_variant(max(sizes)))
