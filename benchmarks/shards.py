@@ -48,6 +48,10 @@ Figures:
   each replica's CPU over ``IDLE_WINDOW`` seconds with its namespaces taken and no Run
   (``idle_cpu_ms_per_s``, at the /proc tick's 10 ms resolution): the fixed cost of a replica.
 
+Placement (``--placement``, default ``split``, as in ``backlog.py``): the schedulers run on one CPU
+and the dev cluster with this harness on the others, so ``single`` has that CPU to itself and the
+replicas of ``sharded`` share it; ``shared`` lets every process use every CPU.
+
 Prints one JSON object (also to ``--out``), then a table.
 """
 
@@ -81,7 +85,9 @@ from _common import (  # noqa: E402
     JSON_HEADERS,
     RUNS_PATH,
     VENV_BIN,
+    PLACEMENTS,
     Http,
+    Placement,
     ServerProcess,
     context_switches,
     cpu_seconds,
@@ -152,6 +158,7 @@ class Fleet:
     slots: list[Replica | None] = field(default_factory=list)
     every: list[Replica] = field(default_factory=list)
     generation: int = 0
+    placement: Placement | None = None
 
     def start(self, slot: int) -> Replica:
         self.generation += 1
@@ -171,6 +178,8 @@ class Fleet:
                 argv += ["--namespace", ns]
         log = open(self.tmp / f"scheduler-{identity}.log", "wb")  # noqa: SIM115 (the process owns it)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        if self.placement is not None:
+            self.placement.place_scheduler(proc.pid)
         replica = Replica(identity, proc, f"http://127.0.0.1:{port}")
         while len(self.slots) <= slot:
             self.slots.append(None)
@@ -323,7 +332,7 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
 def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """``single`` (replicas == 1, single-leader) or ``sharded``/``even``: start, burst, drain; no faults."""
     server = start_server(tmp, sizes, label)
-    fleet = Fleet(server.kubeconfig, tmp, args.lease, replicas > 1, sorted(sizes))
+    fleet = Fleet(server.kubeconfig, tmp, args.lease, replicas > 1, sorted(sizes), placement=args.placement)
     try:
         http = Http(server.url)
         for ns, pods in sizes.items():
@@ -365,7 +374,7 @@ def chaos_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
     sizes = namespaces(MIXED_PODS)
     server = start_server(tmp, sizes, "chaos")
-    fleet = Fleet(server.kubeconfig, tmp, args.lease, True, sorted(sizes))
+    fleet = Fleet(server.kubeconfig, tmp, args.lease, True, sorted(sizes), placement=args.placement)
     rng = random.Random(args.seed)
     duration, _, retry = args.lease
     stop = threading.Event()
@@ -605,7 +614,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait for the Runs to finish, seconds")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--placement", choices=PLACEMENTS, default="split",
+                        help="split (default): every scheduler on one CPU, the dev cluster and this harness on the others; "
+                             "shared: every process anywhere (the figures before this option)")
     args = parser.parse_args(argv)
+    args.placement = Placement.of(args.placement)
+    args.placement.enter()
     args.lease = tuple(float(x) for x in args.lease.split(","))
     wanted = set(args.phases.split(","))
     began = time.monotonic()
@@ -632,7 +646,8 @@ def main(argv: list[str] | None = None) -> int:
             document["phases"].append(chaos)
             document["chaos"] = chaos
     document["settings"] = {"lease": args.lease, "replicas": args.replicas, "cycles": args.cycles, "trickle": args.trickle,
-                            "repeat": args.repeat, "workers": WORKERS, "namespaces": NAMESPACES}
+                            "repeat": args.repeat, "workers": WORKERS, "namespaces": NAMESPACES,
+                            "placement": args.placement.describe()}
     document["wall_seconds"] = round(time.monotonic() - began, 1)
     document["loadavg_at_end"] = os.getloadavg()
     text = json.dumps(document, indent=1)
