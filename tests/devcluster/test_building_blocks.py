@@ -132,6 +132,19 @@ def test_schema_prunes_undeclared_fields_and_reports_types_and_immutability() ->
     assert [(e.field, e.detail) for e in changed.errors] == [("spec.name", 'Invalid value: "string": is immutable')]
 
 
+@pytest.mark.parametrize("length", [8, 300], ids=["short value (remembered)", "long value (checked each time)"])
+def test_a_pattern_verdict_belongs_to_its_value_however_often_the_same_values_are_written(length: int) -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "name": {"type": "string", "pattern": "^[a-z]+$"},
+        "other": {"type": "string", "pattern": "^[0-9]+$"},
+    }}}}
+    good, bad, digits = "a" * length, "a" * (length - 1) + "A", "7" * length
+    for _ in range(3):  # the second and third writes must judge as the first did
+        assert apply_schema(schema, {"spec": {"name": good, "other": digits}}, None).errors == []
+        failed = apply_schema(schema, {"spec": {"name": bad, "other": good}}, None).errors
+        assert sorted(error.field for error in failed) == ["spec.name", "spec.other"]
+
+
 def test_the_kruntimes_table_round_trips_through_a_crd_manifest() -> None:
     for definition in KRUNTIMES_RESOURCES:
         (back,) = definitions_from_crd(crd_manifest([definition]))
