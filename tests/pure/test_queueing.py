@@ -196,7 +196,7 @@ _UNPROVEN = must(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=max(settings().max_examples, 300))  # at least 300: the profile's count if larger
 @given(worlds(cohort=False) | worlds(cohort=True), st.sampled_from([False, False, True]))
 def test_an_admission_judges_each_run_as_its_own_cycle_would_on_that_pod(world: World, claim: bool) -> None:
     """A Run without required terms or a workspace is judged on the pod without cutting its
