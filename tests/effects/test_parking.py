@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kruntimes.effects.parking import Parking
+from kruntimes.effects.parking import LINE_CHUNK, Parking
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import ParkReason
 
@@ -17,11 +18,14 @@ operations = st.lists(
 )
 
 
-@given(operations)
+@pytest.mark.parametrize("line_chunk", [2, 5, LINE_CHUNK])
+@given(ops=operations)
 def test_the_parked_runs_of_a_group_come_out_merged_in_queue_order(
-    ops: list[tuple[bool, int, int, ParkReason, bool]],
+    line_chunk: int, ops: list[tuple[bool, int, int, ParkReason, bool]],
 ) -> None:
-    parking = Parking(clock=lambda: 0.0)
+    """Whatever the chunk size of a group's line: with chunks of 2 or 5 keys, 30 Runs fill many
+    chunks, which split as Runs park and empty as they are activated from anywhere in line."""
+    parking = Parking(clock=lambda: 0.0, line_chunk=line_chunk)
     model: dict[RunKey, tuple[tuple[int, str, str], ParkReason]] = {}
     for park, n, second, reason, own in ops:
         key = RunKey("ns", f"r{n:02d}")
@@ -42,3 +46,21 @@ def test_the_parked_runs_of_a_group_come_out_merged_in_queue_order(
         assert parking.parked("ns", "py", reasons, 3) == tuple(key for _, key in expected[:3])
     assert len(parking) == len(model)
     assert parking.counts() == {r: n for r in REASONS if (n := sum(1 for _, rr in model.values() if rr == r))}
+
+
+def test_a_backlog_of_several_chunks_is_admitted_from_its_head_in_queue_order() -> None:
+    """1,500 Runs parked out of order (three default chunks and more), a few forgotten from the
+    middle, then admitted a handful at a time from the head, as admission does."""
+    parking = Parking(clock=lambda: 0.0)
+    keys = [RunKey("ns", f"r{i:04d}") for i in range(1_500)]
+    shuffled = keys[::2] + keys[1::2][::-1]  # every other Run in order, the rest newest first
+    for key in shuffled:
+        parking.park_unplanned(key, "py", (int(key.name[1:]), "ns", key.name))
+    forgotten = set(keys[700:1_500:97])
+    for key in forgotten:
+        parking.forget(key)
+    admitted: list[RunKey] = []
+    while head := parking.parked("ns", "py", ("capacity",), 7):
+        admitted.extend(parking.activate(head[:5]))
+    assert admitted == [key for key in keys if key not in forgotten]
+    assert len(parking) == 0

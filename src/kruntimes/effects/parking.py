@@ -41,9 +41,9 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable
-from itertools import islice
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice
 from dataclasses import dataclass
 from typing import Final, TypeAlias, final
 
@@ -57,8 +57,12 @@ STAMP_RESOLUTION: Final = 0.05
 """Runs parked within this many seconds of each other share one parking time (one float object
 for a whole backlog parked at once; the safety net counts in tens of seconds)."""
 
+LINE_CHUNK: Final = 512
+"""Keys per chunk of a group's line (at most; a fuller chunk splits in two)."""
+
 Group: TypeAlias = tuple[str, str, ParkReason]
 _Slot: TypeAlias = tuple[str, str]
+Rank: TypeAlias = Callable[[RunKey], tuple[SortKey, RunKey]]
 
 
 @dataclass(slots=True)
@@ -83,14 +87,99 @@ class _Blind(_Parked):
 
 
 @final
+class _Line:
+    """One group's parked keys in queue order, as a list of sorted chunks of at most
+    :data:`LINE_CHUNK` keys.
+
+    Admission takes Runs from the head of a line that may hold a whole backlog: as one Python
+    list, every Run taken from the head moved every key behind it (400 KB at 50,000 parked
+    Runs, on each admission, through the cache the rest of the scheduler runs in). In chunks,
+    an insertion or removal moves at most a chunk's keys, and a chunk emptied at the head
+    leaves a list with one entry per chunk. A key's place is ``rank(key)``, computed when
+    needed from the lot's own record of the Run: the line stores nothing per key but the key.
+    (sortedcontainers' ``SortedKeyList`` is this structure, but it stores each key's rank, a
+    tuple per parked Run on top of the lot's record.)
+    """
+
+    __slots__ = ("_chunks", "_len", "_most")
+
+    def __init__(self, most: int = LINE_CHUNK) -> None:
+        self._chunks: list[list[RunKey]] = []
+        self._len = 0
+        self._most = most
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[RunKey]:
+        return chain.from_iterable(self._chunks)
+
+    def head(self, limit: int) -> list[RunKey]:
+        """The first ``limit`` keys (a copy)."""
+        out: list[RunKey] = []
+        for chunk in self._chunks:
+            out.extend(chunk[: limit - len(out)])
+            if len(out) >= limit:
+                break
+        return out
+
+    def _chunk_of(self, place: tuple[SortKey, RunKey], rank: Rank) -> int:
+        """The chunk ``place`` belongs in: the last one whose first key ranks at or before it (0 when none does)."""
+        return max(bisect_right(self._chunks, place, key=lambda chunk: rank(chunk[0])) - 1, 0)
+
+    def insert(self, key: RunKey, rank: Rank) -> None:
+        chunks = self._chunks
+        self._len += 1
+        if not chunks:
+            chunks.append([key])
+            return
+        place = rank(key)
+        last = chunks[-1]
+        if rank(last[-1]) < place:  # the usual case: a Run newer than every parked one
+            j, chunk = len(chunks) - 1, last
+            chunk.append(key)
+        else:
+            j = self._chunk_of(place, rank)
+            chunk = chunks[j]
+            insort(chunk, key, key=rank)
+        if len(chunk) > self._most:
+            half = len(chunk) // 2
+            chunks.insert(j + 1, chunk[half:])
+            del chunk[half:]
+
+    def remove(self, key: RunKey, rank: Rank) -> None:
+        """Take ``key`` out (it must be in the line, with its rank unchanged since it was inserted)."""
+        chunks = self._chunks
+        first = chunks[0]
+        if first[0] == key:  # the usual case: admitted from the head
+            j, i, chunk = 0, 0, first
+        else:
+            place = rank(key)
+            j = self._chunk_of(place, rank)
+            chunk = chunks[j]
+            i = bisect_left(chunk, place, key=rank)
+        del chunk[i]
+        self._len -= 1
+        if not chunk:
+            del chunks[j]
+
+
+@final
 class Parking:
     """Parked Run keys by group, in queue order; the claims on pods; the in-flight counters."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic, safety_net: float = DEFAULT_SAFETY_NET) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        safety_net: float = DEFAULT_SAFETY_NET,
+        line_chunk: int = LINE_CHUNK,
+    ) -> None:
         self._clock = clock
+        self._line_chunk = line_chunk
         self._safety_net = safety_net
         self._lock = threading.Lock()
-        self._groups: dict[tuple[str, str], dict[ParkReason, list[RunKey]]] = {}
+        self._groups: dict[tuple[str, str], dict[ParkReason, _Line]] = {}
         """(namespace, runtime) -> reason -> the parked keys, sorted by :meth:`_rank` (their
         orders live once, in ``_where``: a backlog of 50,000 is 50,000 entries, not 100,000)."""
         self._where: dict[RunKey, _Parked] = {}
@@ -200,7 +289,7 @@ class Parking:
             group = self._groups.get((namespace, runtime))
             if group is None:
                 return ()
-            heads = [items[:limit] for reason in reasons if (items := group.get(reason))]
+            heads = [items.head(limit) for reason in reasons if (items := group.get(reason))]
             if len(heads) <= 1:
                 return tuple(heads[0]) if heads else ()
             return tuple(islice(heapq.merge(*heads, key=self._rank), limit))
@@ -310,7 +399,11 @@ class Parking:
         created, order_namespace, order_name = order
         slim = order_namespace == key.namespace and order_name == key.name
         self._where[key] = kind(group, created if slim else order, self._now())
-        insort(self._groups.setdefault((namespace, runtime), {}).setdefault(reason, []), key, key=self._rank)
+        by_reason = self._groups.setdefault((namespace, runtime), {})
+        line = by_reason.get(reason)
+        if line is None:
+            line = by_reason[reason] = _Line(self._line_chunk)
+        line.insert(key, self._rank)
 
     def _unpark_locked(self, key: RunKey) -> bool:
         parked = self._where.get(key)
@@ -319,7 +412,7 @@ class Parking:
         namespace, runtime, reason = parked.group
         by_reason = self._groups[(namespace, runtime)]
         items = by_reason[reason]
-        del items[bisect_left(items, (parked.rank(key), key), key=self._rank)]
+        items.remove(key, self._rank)
         del self._where[key]
         if not items:
             del by_reason[reason]
