@@ -150,26 +150,33 @@ def test_an_invalid_active_run_charges_its_valid_entries_with_runs_defaulted() -
 # --- pending index --------------------------------------------------------------------------------
 
 
-def test_pending_runs_are_indexed_by_namespace_and_spec_runtime() -> None:
+def test_pending_runs_are_indexed_by_the_workspace_they_name() -> None:
     state = added(
-        decoded_run("r1"),
-        decoded_run("r2", phase="Pending"),
-        decoded_run("r3", runtime="node"),
-        decoded_run("r4", namespace="other"),
-        active_run("r5", "a"),
-        decoded_run("r6", phase="Succeeded"),
+        decoded_run("r1", workspace="ws"),
+        decoded_run("r2", phase="Pending", workspace="ws"),
+        decoded_run("r3", runtime="node", workspace="ws"),
+        decoded_run("r4", namespace="other", workspace="ws"),
+        decoded_run("r5", workspace="other-ws"),
+        decoded_run("r6"),
+        active_run("r7", "a"),
+        decoded_run("r8", phase="Succeeded", workspace="ws"),
     )
-    assert state.pending_keys("default", "python") == {RunKey("default", "r1"), RunKey("default", "r2")}
-    assert state.pending_keys("default", "node") == {RunKey("default", "r3")}
-    assert state.pending_keys("other", "python") == {RunKey("other", "r4")}
-    assert state.pending_keys("default", "ruby") == frozenset()
+    assert state.pending_naming("default", "ws") == {RunKey("default", n) for n in ("r1", "r2", "r3")}
+    assert state.pending_naming("other", "ws") == {RunKey("other", "r4")}
+    assert state.pending_naming("default", "other-ws") == {RunKey("default", "r5")}
+    assert state.pending_naming("default", "none") == frozenset()
+
+
+def test_a_backlog_naming_no_workspace_leaves_the_index_empty() -> None:
+    state = added(*(decoded_run(f"r{i}") for i in range(50)))
+    assert len(state._pending) == 0
 
 
 def test_a_run_leaves_the_pending_index_when_scheduled_or_deleted() -> None:
-    state = added(decoded_run("r1"), decoded_run("r2"))
+    state = added(decoded_run("r1", workspace="ws"), decoded_run("r2", workspace="ws"))
     state = apply(state, Event("MODIFIED", active_run("r1", "a", phase="Scheduled")))
-    state = apply(state, Event("DELETED", decoded_run("r2")))
-    assert state.pending_keys("default", "python") == frozenset()
+    state = apply(state, Event("DELETED", decoded_run("r2", workspace="ws")))
+    assert state.pending_naming("default", "ws") == frozenset()
 
 
 # --- affinity targets -------------------------------------------------------------------------------
@@ -244,6 +251,7 @@ KEYS = ["zone", "tier", "app"]
 VALUES = ["blue", "red", "gold"]
 NAMESPACES = ["default", "other"]
 PHASES = ["", "Pending", "Scheduled", "Running", "Ready", "Succeeded"]
+WORKSPACE_NAMES = ["ws1", "ws2"]
 
 labels_st = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3)
 
@@ -260,6 +268,7 @@ def runs_st(draw: st.DrawFn) -> Run:
         assigned_pod=draw(st.sampled_from(["", "a", "b"])),
         requests=draw(st.dictionaries(st.sampled_from(["runs", "cpu"]), st.sampled_from(["0", "1", "3", "1k"]))),
         uid=f"{name}-generation-{draw(st.integers(0, 1))}",  # recreated Runs get a new uid
+        workspace=draw(st.sampled_from([None, *WORKSPACE_NAMES])),
     )
 
 
@@ -334,11 +343,12 @@ def test_usage_and_pending_equal_a_brute_force_recount(events: list[tuple[str, R
                     for name, amount in run.requests.items():
                         expected[name] = expected.get(name, 0) + amount
             assert dict(state.usage(namespace, pod)) == expected
-        for runtime in ["python", "node"]:
-            assert state.pending_keys(namespace, runtime) == {
+        for workspace in WORKSPACE_NAMES:
+            assert state.pending_naming(namespace, workspace) == {
                 run.key
                 for run in state.runs()
-                if run.namespace == namespace and run.runtime == runtime and run.status.pending
+                if run.namespace == namespace and run.workspace is not None and run.workspace.name == workspace
+                and run.status.pending
             }
 
 

@@ -178,7 +178,7 @@ def test_signals_never_scan_the_runs(waiting: ClusterState, monkeypatch: pytest.
         raise AssertionError("signals scanned every Run")
 
     monkeypatch.setattr(ClusterState, "runs", no_scans)
-    monkeypatch.setattr(ClusterState, "pending_keys", lambda *_: (_ for _ in ()).throw(AssertionError("looked up")))
+    monkeypatch.setattr(ClusterState, "pending_naming", lambda *_: (_ for _ in ()).throw(AssertionError("looked up")))
     assert woken(waiting, "ADDED", decoded_pod("b")) == (room("b", source="runtime_pod", grown=True),)
     state = apply(waiting, Event("ADDED", active_run("r", "a")))
     assert woken(state, "DELETED", active_run("r", "a"))[0] == room()

@@ -248,10 +248,10 @@ def workspace_wakeups(old: ClusterState, new: ClusterState, event: Event) -> tup
 
     SPEC §8 lists no workspace rule; without one a Run waiting on
     ``WorkspaceUnavailable``/``WorkspacePlacement`` would wait for the 30 s
-    fallback after its workspace became Bound. The cost is one index lookup of
-    the workspace's (namespace, runtime) Pending Runs and a look at each one's
-    ``spec.workspace``: Runs of other runtimes cannot be placed by any change of
-    this workspace short of its ``spec.runtime`` changing, which covers both runtimes.
+    fallback after its workspace became Bound. The cost is one index lookup: the
+    Pending Runs that name this workspace, whatever their runtime (one of another
+    runtime waits on the mismatch, which a change of the workspace's runtime may end),
+    and not one Run of the backlog that names none.
     A purely computational function: it reads the two state values only.
     """
     workspace = event.obj
@@ -265,14 +265,7 @@ def workspace_wakeups(old: ClusterState, new: ClusterState, event: Event) -> tup
 
     if view(before) == view(after):
         return ()
-    runtimes = {w.runtime for w in (before, after) if w is not None}
-    keys: set[RunKey] = set()
-    for runtime in runtimes:
-        for key in new.pending_keys(workspace.namespace, runtime):
-            run = new.run(key)
-            if run is not None and run.workspace is not None and run.workspace.name == workspace.name:
-                keys.add(key)
-    return tuple(sorted(keys))
+    return tuple(sorted(new.pending_naming(workspace.namespace, workspace.name)))
 
 
 

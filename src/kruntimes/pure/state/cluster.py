@@ -336,6 +336,8 @@ class ClusterState:
     _pods: PDict[_NsName, RuntimePod]
     _workspaces: PDict[_NsName, Workspace]
     _pending: PDict[_NsName, PDict[RunKey, RunKey]]
+    """(namespace, workspace name) -> the Pending Runs that name that workspace. Only those: a
+    Run without a workspace costs this index nothing, however long the backlog."""
     _usage: PDict[_NsName, Resources]
     _targets: PDict[str, PDict[str, Target]]
     """namespace -> run name -> the active Run as a target."""
@@ -413,9 +415,10 @@ class ClusterState:
         usage = self._usage.get((namespace, pod))
         return EMPTY_RESOURCES if usage is None else usage
 
-    def pending_keys(self, namespace: str, runtime: str) -> frozenset[RunKey]:
-        """Pending Runs of ``(namespace, spec.runtime)``: one index lookup (SPEC §8)."""
-        keys = self._pending.get((namespace, runtime))
+    def pending_naming(self, namespace: str, workspace: str) -> frozenset[RunKey]:
+        """Pending Runs of ``namespace`` whose ``spec.workspace`` names ``workspace``: one index
+        lookup (what a workspace's change wakes, SPEC §8)."""
+        keys = self._pending.get((namespace, workspace))
         return frozenset() if keys is None else frozenset(keys)
 
     def matching_targets(self, namespace: str, selector: LabelSelector) -> tuple[Target, ...]:
@@ -795,10 +798,10 @@ def _same_contribution(old: Run, new: Run) -> bool:
 
 
 def _pending_group(run: Run | None) -> _NsName | None:
-    """The pending index entry of a Run: Pending (or empty phase) and not active."""
-    if run is None or not run.status.pending or run.status.active:
+    """The pending index entry of a Run: Pending (or empty phase), not active, naming a workspace."""
+    if run is None or run.workspace is None or not run.status.pending or run.status.active:
         return None
-    return (run.namespace, run.runtime)
+    return (run.namespace, run.workspace.name)
 
 
 def _charge(run: Run | None) -> tuple[str, Resources] | None:
