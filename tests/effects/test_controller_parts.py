@@ -248,9 +248,10 @@ def _workspace(phase: str, pod: str = "") -> Workspace:
 def test_a_workspace_becoming_bound_wakes_the_pending_runs_that_reference_it() -> None:
     referencing = _run("uses-ws")
     other = replace(_run("other"), workspace=None)
-    old = from_objects([referencing, other, _workspace("Lost")])
+    other_runtime = replace(_run("uses-ws-from-node"), runtime="node")  # waits on the mismatch
+    old = from_objects([referencing, other, other_runtime, _workspace("Lost")])
     event = Event("MODIFIED", _workspace("Bound", "p-1"))
     new = apply(old, event)
-    assert workspace_wakeups(old, new, event) == (RunKey("ns", "uses-ws"),)
+    assert workspace_wakeups(old, new, event) == (RunKey("ns", "uses-ws"), RunKey("ns", "uses-ws-from-node"))
     same = Event("MODIFIED", _workspace("Bound", "p-1"))
     assert workspace_wakeups(new, apply(new, same), same) == ()
