@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
-from kruntimes.devcluster.simulator import HEARTBEAT, PODS, RUNS, USER_AGENT, SimulatorCounters, set_condition
+from kruntimes.devcluster.simulator import HEARTBEAT, PODS, RUNS, USER_AGENT, RuntimeSimulator, SimulatorCounters, set_condition
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import ObjectKey
 
@@ -168,6 +168,27 @@ def test_executing_a_run_examines_only_that_run_however_many_pending_runs_exist(
     # Scheduled -> Running on its bind event, the Running event, the completion timer: three looks at one Run.
     assert one_run.runs_examined == 3
     assert one_run.run_events <= 4
+
+
+def test_a_runs_end_is_waited_for_to_the_millisecond_and_heartbeats_in_batches() -> None:
+    """A runtime reports a Run's end when it happens: the simulator must not sleep past it to batch
+    heartbeats (a late end holds the slot and lengthens every drain), yet heartbeats alone must
+    still be written in batches rather than one wake-up each."""
+    with DevCluster.start(simulator=None) as cluster:
+        sim = RuntimeSimulator(cluster.service, SimulatorSettings(heartbeat_interval=0.01, execute_runs=0.02))  # driven by hand: no thread
+        run_rd = cluster.registry.storage(RUNS)
+        assert run_rd is not None
+        cluster.add_runtime("python", replicas=1)
+        sim.reconcile()  # the pod is created and marked Running
+        sim.reconcile()  # its heartbeat is due now
+        assert (cluster.store.read(PODS, ObjectKey("default", "python-0")) or {}).get("status", {}).get("phase") == "Running"
+        # only heartbeats are due, every 10 ms: they gather for the batch
+        assert sim.reconcile() >= 0.05
+        job = cluster.service.create(run_rd, "default", {"metadata": {"name": "job"}, "spec": {"runtime": "python", "mode": {"task": {}}}}, WriteContext("create", user_agent="test"))
+        cluster.service.update(run_rd, "default", "job", {**job, "status": {"phase": "Scheduled", "assignedPod": "python-0"}}, WriteContext("update", "status", "test"))
+        wait = sim.reconcile()  # starts the Run: it ends 20 ms from now
+        assert (cluster.store.read(RUNS, ObjectKey("default", "job")) or {}).get("status", {}).get("phase") == "Running"
+        assert wait <= 0.02
 
 
 def test_a_run_bound_before_its_pod_is_running_is_executed_once_the_pod_runs(sim_kube: Kube, sim_cluster: DevCluster) -> None:

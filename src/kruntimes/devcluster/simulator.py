@@ -12,7 +12,8 @@ not what exists (a 50,000-Run backlog must not slow the API server it shares
 a process with): a committed runtime, pod or Run marks that key dirty, and a
 pass re-reads only the dirty keys from the store and acts on their *current*
 state (so a late or repeated event is harmless). Heartbeats and Run
-completions are timers in one heap. A Runtime is reconciled as a whole (its
+completions are timers: heartbeats fall due in batches, a Run ends on time
+(a late end would hold its slot and lengthen every drain). A Runtime is reconciled as a whole (its
 few pods) when it or one of its pods changes in a way that matters (phase,
 deletion, annotations, owner), never on a mere heartbeat. The first pass, and
 the one after the feed overflows, lists everything once. Every write goes
@@ -109,6 +110,11 @@ def _owner_uid(pod: Obj) -> str | None:
 Key = tuple[str, str]
 """(namespace, name)."""
 
+_BATCH: Final = 0.05
+"""Seconds the simulator lets heartbeats and retries that fall due gather before a pass writes them."""
+_RUN_PRECISION: Final = 0.001
+"""The least wait for a Run's end: a Run finishes within about this much of its duration."""
+
 _RETRY: Final = 1.0
 """Seconds before a Runtime whose reconcile failed for a reason no event will announce is tried again."""
 
@@ -170,8 +176,10 @@ class RuntimeSimulator:
         self._pod_owner: dict[Key, Key] = {}
         self._pod_sig: dict[Key, tuple[object, ...]] = {}
         self._ours: set[Key] = set()
-        # timers: (due on the monotonic clock, sequence, kind, key); an entry counts only while _due holds its time
+        # timers: (due on the monotonic clock, sequence, kind, key); an entry counts only while _due holds its time.
+        # Heartbeats and retries wait in batches of at least _BATCH; a Run's end is kept to the millisecond.
         self._timers: list[tuple[float, int, str, Key]] = []
+        self._run_timers: list[tuple[float, int, str, Key]] = []
         self._due: dict[tuple[str, Key], float] = {}
         self._seq = 0
         self._run_uid: dict[Key, str] = {}
@@ -287,26 +295,42 @@ class RuntimeSimulator:
     def _schedule(self, kind: str, key: Key, due: float) -> None:
         self._due[(kind, key)] = due
         self._seq += 1
-        heapq.heappush(self._timers, (due, self._seq, kind, key))
+        heapq.heappush(self._run_timers if kind == "run" else self._timers, (due, self._seq, kind, key))
 
     def _cancel(self, kind: str, key: Key) -> None:
         self._due.pop((kind, key), None)
 
     def _due_timers(self, now: float) -> list[tuple[str, Key]]:
-        out: list[tuple[str, Key]] = []
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            due, _, kind, key = heapq.heappop(timers)
-            if self._due.get((kind, key)) == due:
-                del self._due[(kind, key)]
-                out.append((kind, key))
-        return out
+        """The live timers due by ``now``, in the order they fell due."""
+        out: list[tuple[float, int, str, Key]] = []
+        for timers in (self._timers, self._run_timers):
+            while timers and timers[0][0] <= now:
+                entry = heapq.heappop(timers)
+                due, _, kind, key = entry
+                if self._due.get((kind, key)) == due:
+                    del self._due[(kind, key)]
+                    out.append(entry)
+        out.sort()
+        return [(kind, key) for _, _, kind, key in out]
 
-    def _next_due(self, now: float) -> float:
-        timers = self._timers
+    def _first_live(self, timers: list[tuple[float, int, str, Key]]) -> float | None:
         while timers and self._due.get((timers[0][2], timers[0][3])) != timers[0][0]:
             heapq.heappop(timers)  # superseded or cancelled
-        return timers[0][0] - now if timers else 1.0
+        return timers[0][0] if timers else None
+
+    def _wait(self, now: float) -> float:
+        """Seconds to wait for the commit feed before the next pass: until the next Run ends (a Run's
+        end is what a runtime reports when it happens, and a late one holds its slot), or the next
+        heartbeat or retry but no less than :data:`_BATCH`, so that heartbeats are written in
+        batches, and never more than a second."""
+        wait = 1.0
+        beat = self._first_live(self._timers)
+        if beat is not None:
+            wait = min(wait, max(_BATCH, beat - now))
+        run = self._first_live(self._run_timers)
+        if run is not None:
+            wait = min(wait, max(_RUN_PRECISION, run - now))
+        return wait
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -344,7 +368,7 @@ class RuntimeSimulator:
                 runs, self._dirty_runs = self._dirty_runs, set()
                 for key in sorted(runs):
                     self._start_run(run_rd, key, now)
-            return max(0.05, min(self._next_due(time.monotonic()), 1.0))
+            return self._wait(time.monotonic())
 
     @staticmethod
     def _guard(action: Callable[_P, object], *args: _P.args, **kwargs: _P.kwargs) -> bool:
