@@ -140,6 +140,31 @@ def test_the_token_bucket_spends_its_burst_then_paces_at_its_rate() -> None:
     assert len(slept) == 3
 
 
+def test_the_token_bucket_spends_only_its_share_of_the_burst_and_the_rate() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    share = [0.25]
+    bucket = TokenBucket(8.0, 8, clock=lambda: now[0], sleep=sleep, share=lambda: share[0])
+    bucket.take()
+    bucket.take()  # a quarter of a burst of 8
+    assert slept == []
+    bucket.take()
+    assert slept == [0.5]  # a quarter of 8 a second
+    share[0] = 1.0  # the other members left: the whole budget again
+    now[0] += 10.0
+    for _ in range(8):
+        bucket.take()
+    assert slept == [0.5]
+    share[0] = 0.0  # never stalls outright
+    bucket.take()
+    assert 0 < slept[-1] < float("inf")
+
+
 def test_a_burst_of_binds_beyond_the_event_rate_drops_the_surplus_events() -> None:
     now = [0.0]
 

@@ -85,6 +85,38 @@ def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
         assert writers[namespace] == {f"kruntimes-scheduler/{owners[namespace]}"}, namespace
 
 
+def test_replicas_share_one_event_budget_rather_than_each_spending_all_of_it(
+    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
+) -> None:
+    """--event-burst and --event-qps are the scheduler's: two replicas write as many Events as one."""
+    _namespaces(bare_kube)
+    budget = {"event_burst": 4, "event_qps": 0.01}
+    alpha = bare_scheduler(identity="alpha", leader_election=SHARDING, shard_group="test", namespaces=NAMESPACES, **budget)
+    beta = bare_scheduler(identity="beta", leader_election=SHARDING, shard_group="test", namespaces=NAMESPACES, **budget)
+    a_shard, b_shard = alpha.shard, beta.shard
+    assert a_shard is not None and b_shard is not None
+    assert wait_until(lambda: _all_open(alpha, beta) and len(a_shard.owned) == len(b_shard.owned) == 2, timeout=15)
+    for namespace in NAMESPACES:
+        for i in range(3):
+            create_run(bare_kube, f"run-{i}", namespace=namespace)
+    assert wait_until(lambda: all(assigned(bare_kube, f"run-{i}", ns) for ns in NAMESPACES for i in range(3)), timeout=15)
+
+    def scheduled_events() -> int:
+        return sum(
+            1
+            for ns in NAMESPACES
+            for event in bare_kube.list(f"/api/v1/namespaces/{ns}/events", None).unwrap()[0]
+            if at(event, "reason") == "Scheduled"
+        )
+
+    assert wait_until(lambda: scheduled_events() >= 2, timeout=10), "no Scheduled Event was written"
+    # twelve binds; replicas that each spent the whole burst would write eight
+    settle = time.monotonic() + 2.0
+    while time.monotonic() < settle:
+        assert scheduled_events() <= 4, "the replicas wrote more Events than one budget"
+        time.sleep(0.1)
+
+
 def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_there(
     bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
 ) -> None:

@@ -415,10 +415,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=50.0,
         metavar="N",
         help="Kubernetes Event writes per second at most, after --event-burst; a burst of binds beyond "
-        "that drops surplus Scheduled Events (the Run's status is the record); 0: no limit (default: 50)",
+        "that drops surplus Scheduled Events (the Run's status is the record); 0: no limit. With "
+        "--shard-by-namespace this is the group's budget: each replica spends its share, one over the live "
+        "replicas (default: 50)",
     )
     observability.add_argument(
-        "--event-burst", type=_positive_int, default=100, metavar="N", help="Event writes back to back (default: 100)"
+        "--event-burst", type=_positive_int, default=100, metavar="N", help="Event writes back to back (sharded: shared like --event-qps) (default: 100)"
     )
 
     cycles = parser.add_argument_group("cycle log (every decision, replayable with `kruntimes replay`)")

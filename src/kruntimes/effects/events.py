@@ -17,7 +17,9 @@ Best-effort: callers only enqueue (never block: a full queue drops the event and
 counts it); one background thread does the HTTP, at most ``qps`` writes a second
 after a ``burst`` (a token bucket, like the rate limit of kube-scheduler's event
 client): in a burst of binds the queue fills and the surplus ``Scheduled`` events
-are dropped, so Events never cost the API server or this process more than that. An Event write that fails is
+are dropped, so Events never cost the API server or this process more than that. The budget is
+the scheduler's, not each process's: in sharded mode a replica spends one over the number of live
+replicas of its group, so four replicas write no more Events than one would. An Event write that fails is
 counted, logged at warning level (at most once a minute per kind of error, so a refused
 Events API — RBAC — is visible without flooding the log) and dropped; it never fails or slows a cycle. Messages
 are the ones status writes carry, so they never name pods (except the
@@ -58,6 +60,8 @@ EVENTS: Final = ResourceType("", "v1", "events")
 EventType: TypeAlias = Literal["Normal", "Warning"]
 REASON_SCHEDULED: Final = "Scheduled"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
+MIN_SHARE: Final = 1e-3
+"""The least part of the Event budget a process takes, however small ``share()`` says."""
 COMPONENT: Final = "kruntimes-scheduler"
 WARN_INTERVAL: Final = 60.0
 """Seconds between two warnings about failed Event writes of one kind of error."""
@@ -113,18 +117,22 @@ def _time(value: datetime) -> str:
 class TokenBucket:
     """``rate`` tokens a second, at most ``burst`` saved; ``take()`` sleeps until one is there.
 
-    Fifteen lines with an injectable clock and sleep, so tests run on simulated time; a
+    ``share()`` (read at every take, from 0 to 1) scales both: the part of a budget set for the
+    whole scheduler that this process may spend (sharded mode: one live replica's part).
+
+    Twenty lines with an injectable clock and sleep, so tests run on simulated time; a
     rate-limiting package would bring more API than this one blocking call needs.
     """
 
     def __init__(
         self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
+        sleep: Callable[[float], object] = time.sleep, share: Callable[[], float] = lambda: 1.0,
     ) -> None:
         self._rate = rate
         self._burst = float(max(burst, 1))
         self._clock = clock
         self._sleep = sleep
+        self._share = share
         self._tokens = self._burst
         self._at = clock()
 
@@ -132,13 +140,15 @@ class TokenBucket:
         if self._rate <= 0:
             return
         while True:
+            share = min(1.0, max(self._share(), MIN_SHARE))
+            rate, burst = self._rate * share, max(1.0, self._burst * share)
             now = self._clock()
-            self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+            self._tokens = min(burst, self._tokens + (now - self._at) * rate)
             self._at = now
             if self._tokens >= 1.0:
                 self._tokens -= 1.0
                 return
-            self._sleep((1.0 - self._tokens) / self._rate)
+            self._sleep((1.0 - self._tokens) / rate)
 
 
 class EventRecorder:
@@ -153,7 +163,11 @@ class EventRecorder:
         now: Callable[[], datetime] = utcnow,
         sleep: Callable[[float], object] = time.sleep,
         may_write: Callable[[str], bool] = lambda namespace: True,
+        share: Callable[[], float] = lambda: 1.0,
     ) -> None:
+        """``share``: the part of ``settings``' rate and burst this process may spend, read before
+        each write (sharded mode: one over the live replicas, so that scaling out does not
+        multiply the Events an API server receives)."""
         self._kube = kube
         self._may_write = may_write
         self._term = 0
@@ -161,7 +175,7 @@ class EventRecorder:
         self._settings = settings
         self._clock = clock
         self._now = now
-        self._bucket = TokenBucket(settings.qps, settings.burst, clock=clock, sleep=sleep)
+        self._bucket = TokenBucket(settings.qps, settings.burst, clock=clock, sleep=sleep, share=share)
         self._queue: queue.Queue[_Pending | None] = queue.Queue(maxsize=settings.queue_size)
         self._lock = threading.Lock()
         self._last: OrderedDict[tuple[str, str, str], tuple[str, float]] = OrderedDict()

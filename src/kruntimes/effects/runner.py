@@ -165,7 +165,8 @@ class SchedulerOptions:
     event_repeat_interval: float = 300.0
     """An unchanged ``FailedScheduling`` Event is repeated at most this often per Run."""
     event_qps: float = 50.0
-    """Event writes per second at most after ``event_burst`` (``<= 0``: no limit); beyond, Events are dropped."""
+    """Event writes per second at most after ``event_burst`` (``<= 0``: no limit); beyond, Events are dropped.
+    Sharded, both are the group's: each replica spends one over the live replicas of it."""
     event_burst: int = 100
     watch_timeout: int = 300
     """Seconds the API server keeps one watch open before the informer re-watches."""
@@ -300,6 +301,7 @@ class Scheduler:
                 burst=options.event_burst,
             ),
             may_write=self._may_write,
+            share=self._event_share,
         )
         self._cycle_log = (
             CycleLogWriter(options.cycle_log, max_bytes=options.cycle_log_max_bytes, backups=options.cycle_log_backups)
@@ -386,6 +388,12 @@ class Scheduler:
             shard.nudge()
 
     # --- public ---
+
+    def _event_share(self) -> float:
+        """The part of the Event budget (``event_qps``, ``event_burst``) this process spends: all of
+        it with one leader; sharded, one over the live replicas of the group, as this one sees them."""
+        shard = self._shard
+        return 1.0 if shard is None else 1.0 / max(1, shard.members)
 
     @property
     def shard(self) -> ShardMember | None:
