@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes.client import Configuration
@@ -229,6 +232,27 @@ def test_the_port_serves_metrics_health_and_readiness(
     assert fetch(server.url + "/readyz")[0] == 503
     readiness.ready = True
     assert fetch(server.url + "/readyz") == (200, "ok\n")
+
+
+def _wakeups(thread: threading.Thread) -> int:
+    """Voluntary context switches of one thread so far (Linux): each time it slept and woke."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("voluntary_ctxt_switches")))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
+def test_an_idle_port_sleeps_until_a_request_or_close() -> None:
+    """Every replica serves this port; one that wakes on a timer pays for it all day."""
+    running = set(threading.enumerate())
+    server = serve(SchedulerMetrics().registry, Probes(ready=lambda: True), host="127.0.0.1", port=0)
+    [thread] = [t for t in threading.enumerate() if t not in running and t.name == "metrics-http"]
+    assert fetch(server.url + "/healthz")[0] == 200
+    time.sleep(0.1)  # the request's own wake-ups are over
+    before = _wakeups(thread)
+    time.sleep(0.6)  # polling every 0.1 s (serve_forever's way) would wake six times
+    assert _wakeups(thread) - before <= 1
+    server.close()
+    assert not thread.is_alive()
 
 
 def test_the_port_exposes_nothing_else(served: tuple[MetricsServer, SchedulerMetrics, Readiness]) -> None:

@@ -26,6 +26,7 @@ before the path is even looked at (401, 403), as kube-scheduler's secure port do
 from __future__ import annotations
 
 import logging
+import selectors
 import socket
 import ssl
 import sys
@@ -578,14 +579,28 @@ class _Server(ThreadingHTTPServer):
 
 
 class MetricsServer:
-    """A running ``/metrics`` + ``/healthz`` + ``/readyz`` server on its own thread."""
+    """A running ``/metrics`` + ``/healthz`` + ``/readyz`` server on its own thread.
+
+    The thread sleeps until a connection arrives or :meth:`close` wakes it (a socket pair), never
+    on a timer: ``serve_forever`` polls for its shutdown flag, and at a tenth of a second that was
+    ten wake-ups and 1-2 ms of CPU a second in every idle replica."""
 
     def __init__(self, server: _Server) -> None:
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="metrics-http", daemon=True
-        )
+        server.timeout = 0  # handle_request() below only accepts what the selector saw: never blocks
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._server.socket, selectors.EVENT_READ)
+            selector.register(self._wake_read, selectors.EVENT_READ)
+            while True:
+                ready = selector.select()
+                if any(key.fileobj is self._wake_read for key, _ in ready):
+                    return
+                self._server.handle_request()
 
     @property
     def port(self) -> int:
@@ -604,9 +619,14 @@ class MetricsServer:
 
     def close(self) -> None:
         """Stop serving and free the port."""
-        self._server.shutdown()
-        self._server.server_close()
+        try:
+            self._wake_write.send(b"x")
+        except OSError:
+            pass  # closed already
         self._thread.join(timeout=10)
+        self._server.server_close()
+        self._wake_read.close()
+        self._wake_write.close()
 
 
 def serve(
