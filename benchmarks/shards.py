@@ -17,6 +17,11 @@ Phases:
 * ``sharded``: the same workload, four replicas ``--shard-by-namespace --shard-group bench`` sharing
   exactly those 40 namespaces (``--namespace`` each); the burst starts once a live replica holds every
   namespace. ``single`` and ``sharded`` alternate, ``--repeat`` times each.
+* ``alone`` (with ``pairs``): after each ``sharded``, one single-leader scheduler given only the
+  namespaces of the replica that spent the most CPU per bind, the same burst in them. It separates
+  the two halves of that replica's excess over ``single``: against ``alone`` (the same work at the
+  same event rate, one process on the CPU), what running as one of several replicas adds; ``alone``
+  against ``single``, what one scheduler pays per bind when its events come a quarter as often.
 * ``even``: ``sharded`` with 40 namespaces of 3 pods each: binds per replica against an even share.
 * ``chaos``: ``sharded`` (mixed), the burst and then a paced trickle of Runs, and ``--cycles`` cycles
   (half SIGKILL, half SIGSTOP, shuffled) of a random live replica once the namespaces are balanced:
@@ -314,15 +319,28 @@ def binds_by_writer(items: Sequence[dict[str, Any]]) -> Counter[str]:
     )
 
 
+def namespaces_by_writer(items: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """The namespaces each scheduler identity bound in."""
+    out: dict[str, set[str]] = {}
+    for i in items:
+        agent = str(i.get("userAgent", ""))
+        if (i.get("resource") == "runs" and i.get("subresource") == "status" and agent.startswith("kruntimes-scheduler/")
+                and ((i.get("object") or {}).get("status") or {}).get("phase") == "Scheduled"):
+            out.setdefault(agent.partition("/")[2], set()).add(str(i.get("namespace", "")))
+    return {k: sorted(v) for k, v in out.items()}
+
+
 def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
     binds = binds_by_writer(items)
+    owned = namespaces_by_writer(items)
     total = sum(binds.values())
     cycles = sum(r.cycles for r in fleet.every)
     replicas = {
         r.identity: {"binds": binds.get(r.identity, 0), "cycles": r.cycles, "cpu_s": round(r.cpu - r.cpu_from, 2),
                      "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
                      "idle_cpu_ms_per_s": r.idle_ms_per_s,
-                     "switches_per_bind": round((r.switches - r.switches_from) / binds[r.identity], 1) if binds.get(r.identity) else None}
+                     "switches_per_bind": round((r.switches - r.switches_from) / binds[r.identity], 1) if binds.get(r.identity) else None,
+                     "namespaces": owned.get(r.identity, [])}
         for r in fleet.every
     }
     return {"binds": total, "cycles": cycles, "cycles_per_bind": round(cycles / max(total, 1), 3),
@@ -552,10 +570,11 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
-def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Sharded against single on the same workload, pairing the runs in the order they alternated."""
+def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]], alone: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Sharded against single on the same workload, pairing the runs in the order they alternated;
+    and, where ``alone`` ran, the worst replica against one scheduler given that replica's namespaces."""
     pairs = []
-    for one, many in zip(singles, sharded):
+    for index, (one, many) in enumerate(zip(singles, sharded)):
         single_cpu = one["cpu_s"] / max(one["binds"], 1) * 1000
         per_replica = [r["cpu_ms_per_bind"] for r in many["replicas"].values() if r["cpu_ms_per_bind"] is not None]
         pairs.append({
@@ -566,6 +585,13 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
             "cpu_ratio_mean_replica": ratio(sum(per_replica) / len(per_replica) if per_replica else None, single_cpu),
             "cpu_ratio_total": ratio(many["cpu_s"] / max(many["binds"], 1) * 1000, single_cpu),
         })
+        if index < len(alone):
+            by_itself = alone[index]["cpu_s"] / max(alone[index]["binds"], 1) * 1000
+            pairs[-1] |= {
+                "cpu_ms_per_bind_alone": round(by_itself, 3),
+                "cpu_ratio_worst_replica_alone": ratio(max(per_replica, default=None), by_itself),
+                "cpu_ratio_alone_single": ratio(by_itself, single_cpu),
+            }
     return {"pairs": pairs}
 
 
@@ -589,6 +615,10 @@ def table(document: dict[str, Any]) -> str:
     for i, p in enumerate(document["comparison"]["pairs"]):
         lines.append(f"pair {i}: cycles sharded/single {p['cycles_ratio']} (target <= 1.05); CPU/bind worst replica/single "
                      f"{p['cpu_ratio_worst_replica']}, mean {p['cpu_ratio_mean_replica']}, all replicas {p['cpu_ratio_total']} (target <= 1.1)")
+        if "cpu_ms_per_bind_alone" in p:
+            lines.append(f"        its namespaces alone: {p['cpu_ms_per_bind_alone']} ms/bind; worst replica/alone "
+                         f"{p['cpu_ratio_worst_replica_alone']} (what sharding adds), alone/single {p['cpu_ratio_alone_single']} "
+                         "(what a quarter of the event rate costs one scheduler)")
     if "even" in document:
         e = document["even"]
         lines.append(f"even: binds per replica {e['binds_per_replica']}, max deviation {e['max_deviation'] * 100:.1f} % (target <= 25 %)")
@@ -610,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=10, help="kill -9 / SIGSTOP cycles in the chaos phase (default 10)")
     parser.add_argument("--trickle", type=float, default=8.0, help="Runs per second created during the chaos cycles (default 8)")
     parser.add_argument("--lease", default="5,3,1", help="lease duration, renew deadline, retry period in seconds (default 5,3,1)")
-    parser.add_argument("--phases", default="pairs,even,chaos", help="comma-separated from pairs, even, chaos")
+    parser.add_argument("--phases", default="pairs,even,chaos", help="comma-separated from pairs, alone, even, chaos")
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait for the Runs to finish, seconds")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
@@ -628,13 +658,20 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         singles: list[dict[str, Any]] = []
         sharded: list[dict[str, Any]] = []
+        alone: list[dict[str, Any]] = []
         if "pairs" in wanted:
+            mixed = namespaces(MIXED_PODS)
             for _ in range(args.repeat):
                 for label, replicas, bucket in (("single", 1, singles), ("sharded", args.replicas, sharded)):
                     print(f"# {label} ...", file=sys.stderr, flush=True)
-                    bucket.append(clean_phase(label, namespaces(MIXED_PODS), replicas, args, tmp))
+                    bucket.append(clean_phase(label, mixed, replicas, args, tmp))
                     document["phases"].append(bucket[-1])
-        document["comparison"] = compare(singles, sharded)
+                if "alone" in wanted:
+                    worst = max(sharded[-1]["replicas"].values(), key=lambda r: r["cpu_ms_per_bind"] or 0.0)
+                    print(f"# alone ({len(worst['namespaces'])} namespaces) ...", file=sys.stderr, flush=True)
+                    alone.append(clean_phase("alone", {ns: mixed[ns] for ns in worst["namespaces"]}, 1, args, tmp))
+                    document["phases"].append(alone[-1])
+        document["comparison"] = compare(singles, sharded, alone)
         if "even" in wanted:
             print("# even ...", file=sys.stderr, flush=True)
             even = clean_phase("even", namespaces((EVEN_PODS,)), args.replicas, args, tmp)
