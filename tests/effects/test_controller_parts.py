@@ -113,50 +113,55 @@ def test_a_waiting_run_gets_one_failed_scheduling_event_until_its_message_change
     assert json.loads(body)["count"] == 2 and path.startswith("/api/v1/namespaces/ns/events/r.")
 
 
+class SimulatedTime:
+    """A clock that only moves when slept on (or by hand), and the sleeps asked of it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_the_token_bucket_spends_its_burst_then_paces_at_its_rate() -> None:
-    now = [0.0]
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
-    bucket = TokenBucket(2.0, 3, clock=lambda: now[0], sleep=sleep)
+    time_ = SimulatedTime()
+    slept = time_.slept
+    bucket = TokenBucket(2.0, 3, clock=time_.clock, sleep=time_.sleep)
     for _ in range(3):
         bucket.take()
-    assert slept == [] and now[0] == 0.0
+    assert slept == [] and time_.now == 0.0
     bucket.take()
     bucket.take()
-    assert slept == [0.5, 0.5] and now[0] == 1.0
-    now[0] += 10.0  # idle time refills at most the burst
+    assert slept == [0.5, 0.5] and time_.now == 1.0
+    time_.now += 10.0  # idle time refills at most the burst
     for _ in range(3):
         bucket.take()
     assert len(slept) == 2
     bucket.take()
     assert slept[-1] == 0.5
-    unlimited = TokenBucket(0.0, 1, clock=lambda: now[0], sleep=sleep)
+    unlimited = TokenBucket(0.0, 1, clock=time_.clock, sleep=time_.sleep)
     for _ in range(100):
         unlimited.take()
     assert len(slept) == 3
 
 
 def test_the_token_bucket_spends_only_its_share_of_the_burst_and_the_rate() -> None:
-    now = [0.0]
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
+    time_ = SimulatedTime()
+    slept = time_.slept
     share = [0.25]
-    bucket = TokenBucket(8.0, 8, clock=lambda: now[0], sleep=sleep, share=lambda: share[0])
+    bucket = TokenBucket(8.0, 8, clock=time_.clock, sleep=time_.sleep, share=lambda: share[0])
     bucket.take()
     bucket.take()  # a quarter of a burst of 8
     assert slept == []
     bucket.take()
     assert slept == [0.5]  # a quarter of 8 a second
     share[0] = 1.0  # the other members left: the whole budget again
-    now[0] += 10.0
+    time_.now += 10.0
     for _ in range(8):
         bucket.take()
     assert slept == [0.5]
@@ -166,14 +171,10 @@ def test_the_token_bucket_spends_only_its_share_of_the_burst_and_the_rate() -> N
 
 
 def test_a_burst_of_binds_beyond_the_event_rate_drops_the_surplus_events() -> None:
-    now = [0.0]
-
-    def sleep(seconds: float) -> None:
-        now[0] += seconds
-
+    time_ = SimulatedTime()
     kube = FakeEvents()
     settings = EventSettings(queue_size=5, qps=1.0, burst=2)
-    recorder = EventRecorder(kube, settings, clock=lambda: now[0], sleep=sleep)
+    recorder = EventRecorder(kube, settings, clock=time_.clock, sleep=time_.sleep)
     for i in range(20):  # the writer is not running yet: the queue holds 5, the rest are dropped
         recorder.scheduled(_run(f"r{i}"), "pod-0")
     assert recorder.dropped == 15
@@ -183,7 +184,7 @@ def test_a_burst_of_binds_beyond_the_event_rate_drops_the_surplus_events() -> No
     finally:
         recorder.stop()
     assert [cast(Mapping[str, object], c["involvedObject"])["name"] for c in kube.created] == [f"r{i}" for i in range(5)]
-    assert now[0] == 3.0, "2 at once, then one a second"
+    assert time_.now == 3.0, "2 at once, then one a second"
 
 
 def test_a_repeat_of_an_expired_event_creates_a_new_one() -> None:
