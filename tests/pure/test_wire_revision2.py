@@ -252,3 +252,19 @@ def test_a_long_bad_request_name_appears_whole() -> None:
 def test_a_name_longer_than_kubernetes_allows_fails_the_run_as_invalid_spec(field: str, message: str) -> None:
     run = decoded_run("r", **{field: "n" * 254})  # type: ignore[arg-type]
     assert plan(snapshot(run, (slot("p1"),))) == Fail("InvalidSpec", message)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("runtime", "py thon\u2603", "spec.runtime must be made of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"),
+        ("runtime", "-python", "spec.runtime must be made of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"),
+        ("workspace", "My_Workspace", "spec.workspace.name must be a DNS subdomain (lowercase alphanumerics, '-' and '.', each part between dots starting and ending with an alphanumeric)"),
+    ],
+)
+def test_a_name_no_object_could_have_fails_the_run_without_echoing_it(field: str, value: str, message: str) -> None:
+    """No pod's runtime label and no PersistentWorkspace can carry such a name (the CRD's pattern
+    refuses it too): the Run fails at once, and the message does not repeat what it was given."""
+    run = decoded_run("r", **{field: value})  # type: ignore[arg-type]
+    assert plan(snapshot(run, (slot("p1"),))) == Fail("InvalidSpec", message)
+    assert value not in message

@@ -600,6 +600,8 @@ def decode_affinity(value: object) -> Result[RunAffinity, str]:
         return Failure(f"{problem.error.path} {problem.error.message}")
 
 
+_NAME_CHARACTERS: Final = "alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+_SUBDOMAIN_CHARACTERS: Final = "lowercase alphanumerics, '-' and '.', each part between dots starting and ending with an alphanumeric"
 WORKSPACE_API_GROUPS: Final = frozenset({API_VERSION, GROUP})
 """``spec.workspace.apiGroup`` values naming the PersistentWorkspace API: the CRD's default
 ``kruntimes.io/v1alpha1`` (what an API server hands over) and the bare group."""
@@ -616,6 +618,8 @@ def _workspace_ref(value: object) -> tuple[WorkspaceRef | None, str | None]:
         return None, "spec.workspace.name must be a non-empty string"
     if len(name) > MAX_NAME:
         return None, f"spec.workspace.name must be at most {MAX_NAME} characters"
+    if _DNS_SUBDOMAIN.fullmatch(name) is None:  # no PersistentWorkspace can have another name
+        return None, f"spec.workspace.name must be a DNS subdomain ({_SUBDOMAIN_CHARACTERS})"
     kind = ref.get("kind", WORKSPACE_KIND)
     if kind != WORKSPACE_KIND:
         return None, f"spec.workspace.kind must be {WORKSPACE_KIND}"
@@ -668,6 +672,10 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
         spec_error = spec_error or "spec.runtime must be a string"
     elif len(runtime_value) > MAX_NAME:
         spec_error = spec_error or f"spec.runtime must be at most {MAX_NAME} characters"
+    elif runtime_value and _LABEL_NAME.fullmatch(runtime_value) is None:
+        # matched against the pods' runtime label, whose values cannot hold such characters: no
+        # pod could ever take it (and the CRD's pattern refuses it), so it fails rather than waits
+        spec_error = spec_error or f"spec.runtime must be made of {_NAME_CHARACTERS}"
     resources = spec.get("resources")
     resources_map = as_map(resources)
     requests, requests_error = decode_requests((resources_map or {}).get("requests"))
