@@ -420,7 +420,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "replicas (default: 50)",
     )
     observability.add_argument(
-        "--event-burst", type=_positive_int, default=100, metavar="N", help="Event writes back to back (sharded: shared like --event-qps) (default: 100)"
+        "--event-burst",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="Event writes back to back (sharded: shared like --event-qps) (default: 100)",
     )
 
     cycles = parser.add_argument_group("cycle log (every decision, replayable with `kruntimes replay`)")

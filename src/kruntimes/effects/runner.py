@@ -387,13 +387,13 @@ class Scheduler:
         if shard is not None:
             shard.nudge()
 
-    # --- public ---
-
     def _event_share(self) -> float:
         """The part of the Event budget (``event_qps``, ``event_burst``) this process spends: all of
         it with one leader; sharded, one over the live replicas of the group, as this one sees them."""
         shard = self._shard
         return 1.0 if shard is None else 1.0 / max(1, shard.members)
+
+    # --- public ---
 
     @property
     def shard(self) -> ShardMember | None:
