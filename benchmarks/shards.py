@@ -21,7 +21,7 @@ Phases:
   namespaces of the replica that spent the most CPU per bind, the same burst in them. It separates
   the two halves of that replica's excess over ``single``: against ``alone`` (the same work at the
   same event rate, one process on the CPU), what running as one of several replicas adds; ``alone``
-  against ``single``, what one scheduler pays per bind when its events come a quarter as often.
+  against ``single``, what one scheduler pays per bind when its events come a fraction as often.
 * ``even``: ``sharded`` with 40 namespaces of 3 pods each: binds per replica against an even share.
 * ``chaos``: ``sharded`` (mixed), the burst and then a paced trickle of Runs, and ``--cycles`` cycles
   (half SIGKILL, half SIGSTOP, shuffled) of a random live replica once the namespaces are balanced:
@@ -618,7 +618,7 @@ def table(document: dict[str, Any]) -> str:
         if "cpu_ms_per_bind_alone" in p:
             lines.append(f"        its namespaces alone: {p['cpu_ms_per_bind_alone']} ms/bind; worst replica/alone "
                          f"{p['cpu_ratio_worst_replica_alone']} (what sharding adds), alone/single {p['cpu_ratio_alone_single']} "
-                         "(what a quarter of the event rate costs one scheduler)")
+                         "(what a fraction of the event rate costs one scheduler)")
     if "even" in document:
         e = document["even"]
         lines.append(f"even: binds per replica {e['binds_per_replica']}, max deviation {e['max_deviation'] * 100:.1f} % (target <= 25 %)")
