@@ -73,7 +73,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -311,22 +311,24 @@ def start_server(tmp: Path, sizes: dict[str, int], label: str) -> ServerProcess:
                                      "--heartbeat-interval", "5s"], name=f"server-{label}")
 
 
+def bind_writes(items: Sequence[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    """(scheduler identity, namespace) of every bind in the write history."""
+    for i in items:
+        agent = str(i.get("userAgent", ""))
+        if (i.get("resource") == "runs" and i.get("subresource") == "status" and agent.startswith("kruntimes-scheduler/")
+                and ((i.get("object") or {}).get("status") or {}).get("phase") == "Scheduled"):
+            yield agent.partition("/")[2], str(i.get("namespace", ""))
+
+
 def binds_by_writer(items: Sequence[dict[str, Any]]) -> Counter[str]:
-    return Counter(
-        str(i.get("userAgent", "")).partition("/")[2] for i in items
-        if i.get("resource") == "runs" and i.get("subresource") == "status" and str(i.get("userAgent", "")).startswith("kruntimes-scheduler/")
-        and ((i.get("object") or {}).get("status") or {}).get("phase") == "Scheduled"
-    )
+    return Counter(identity for identity, _ in bind_writes(items))
 
 
 def namespaces_by_writer(items: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
     """The namespaces each scheduler identity bound in."""
     out: dict[str, set[str]] = {}
-    for i in items:
-        agent = str(i.get("userAgent", ""))
-        if (i.get("resource") == "runs" and i.get("subresource") == "status" and agent.startswith("kruntimes-scheduler/")
-                and ((i.get("object") or {}).get("status") or {}).get("phase") == "Scheduled"):
-            out.setdefault(agent.partition("/")[2], set()).add(str(i.get("namespace", "")))
+    for identity, namespace in bind_writes(items):
+        out.setdefault(identity, set()).add(namespace)
     return {k: sorted(v) for k, v in out.items()}
 
 
