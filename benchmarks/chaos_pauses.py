@@ -15,9 +15,9 @@ from tests.chaos.harness import ChaosSpec, run_epoch, FAULTS, LOSE_RESPONSE
 from tests.chaos import test_chaos as t
 specs = {
     "pause": ChaosSpec(runs=600, create_rate=30.0, fault_interval=0.25, leader_kills=1, sigkill_restarts=0, sigterm_restarts=0,
-                       leader_pauses=4, pause_seconds=(5.0, 6.0), lease=t.PAUSE_LEASE, faults=FAULTS, seed=23),
+                       leader_pauses=4, pause_seconds=t.PAUSE_SECONDS, lease=t.PAUSE_LEASE, faults=FAULTS, seed=23),
     "lost_response": ChaosSpec(runs=600, create_rate=30.0, fault_interval=0.2, leader_kills=2, sigkill_restarts=0, sigterm_restarts=0,
-                               leader_pauses=2, pause_seconds=(5.0, 6.0), lease=t.PAUSE_LEASE, faults=FAULTS + (LOSE_RESPONSE,), seed=31),
+                               leader_pauses=2, pause_seconds=t.PAUSE_SECONDS, lease=t.PAUSE_LEASE, faults=FAULTS + (LOSE_RESPONSE,), seed=31),
 }
 for name, spec in specs.items():
     with tempfile.TemporaryDirectory() as tmp:

@@ -54,17 +54,23 @@ def test_single_replica_sigkilled_and_restarted(tmp_path: Path, chaos_large: boo
 PAUSE_LEASE = (3.0, 1.5, 0.3)
 """Lease duration, renew deadline, retry period of the pause epochs: a write that passed the gate
 right before a SIGSTOP may still wait out up to 1 s of injected server latency before it commits."""
+PAUSE_SECONDS = (7.5, 8.5)
+"""How long a pause epoch's SIGSTOP lasts: past the latest instant a standby can take over. It sees
+the last renewal up to one retry period and one slowed read after it was written (0.3 + 1 s),
+waits the lease (3 s), then reads once more and writes, or in sharded mode reads, fences and
+takes: up to three requests, each slowed by up to 1 s of injected latency (0.3 + 3 s), 7.6 s at
+worst. Pauses of 5-6 s ended before any takeover in one suite run of several on a loaded machine."""
 PAUSE_FAULTS = tuple(f for f in FAULTS if f not in ("error_500", "error_503", "throttle_429", "gone_410"))
 """The quick pause epoch leaves out the faults that fail lists: a takeover relists every cache, and
 under those a quick epoch spends most of its time waiting for the relist (the large one has them all)."""
 
 
 def test_a_leader_paused_past_its_lease_writes_nothing_once_a_standby_took_over(tmp_path: Path, chaos_large: bool) -> None:
-    # a 3 s lease, a 1.5 s renew deadline (a margin above the injected latency): a 5-6 s SIGSTOP
-    # outlives the lease and the standby's own retry period and injected latency
+    # a 3 s lease, a 1.5 s renew deadline (a margin above the injected latency): a SIGSTOP of
+    # PAUSE_SECONDS outlives the lease and the standby's own retry period and injected latency
     spec = ChaosSpec(runs=1500 if chaos_large else 150, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.25,
                      leader_kills=1 if chaos_large else 0, sigkill_restarts=0, sigterm_restarts=0,
-                     leader_pauses=8 if chaos_large else 3, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
+                     leader_pauses=8 if chaos_large else 3, pause_seconds=PAUSE_SECONDS, lease=PAUSE_LEASE,
                      faults=FAULTS if chaos_large else PAUSE_FAULTS, seed=23)
     result = run_epoch(spec, tmp_path)
     assert_kept_promises(result)
@@ -81,7 +87,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_once_a_standby_took_over(
 def test_status_writes_whose_response_was_lost_keep_every_promise(tmp_path: Path, chaos_large: bool) -> None:
     spec = ChaosSpec(runs=1500 if chaos_large else 120, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.2,
                      leader_kills=2 if chaos_large else 1, sigkill_restarts=0, sigterm_restarts=0,
-                     leader_pauses=2 if chaos_large else 1, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
+                     leader_pauses=2 if chaos_large else 1, pause_seconds=PAUSE_SECONDS, lease=PAUSE_LEASE,
                      faults=FAULTS + (LOSE_RESPONSE,), seed=31)
     result = run_epoch(spec, tmp_path)
     assert result.faults[LOSE_RESPONSE] > 0, result.summary()
@@ -99,7 +105,7 @@ def test_sharded_replicas_never_write_for_a_namespace_they_do_not_own(tmp_path: 
     spec = ChaosSpec(runs=1500 if chaos_large else 180, create_rate=40.0 if chaos_large else 16.0, fault_interval=0.25,
                      namespaces=SHARD_NAMESPACES, pods_per_runtime=2, replicas=3, shard_group="chaos",
                      leader_kills=0, sigkill_restarts=3 if chaos_large else 1, sigterm_restarts=1 if chaos_large else 0,
-                     replica_pauses=4 if chaos_large else 1, pause_seconds=(5.0, 6.0), lease=PAUSE_LEASE,
+                     replica_pauses=4 if chaos_large else 1, pause_seconds=PAUSE_SECONDS, lease=PAUSE_LEASE,
                      faults=FAULTS if chaos_large else PAUSE_FAULTS, seed=41)
     result = run_epoch(spec, tmp_path)
     assert_kept_promises(result)
