@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kruntimes.cli import main as cli_main
@@ -95,6 +96,26 @@ def test_probes_answer_on_their_own_port(cluster: DevCluster, scheduler: Schedul
     assert http_get(f"{sched.health_url}/readyz") == (200, "ok\n")
     assert http_get(f"{sched.health_url}/metrics")[0] == 404
     assert http_get(f"{sched.metrics_url}/healthz")[0] == 404
+
+
+def test_the_schedulers_threads_carry_their_names_in_the_kernel(cluster: DevCluster, scheduler: SchedulerFactory) -> None:
+    # what `top -H -p PID` and `ps -L -p PID` show an operator looking for the thread that spends the CPU
+    if not Path("/proc/thread-self/comm").exists():
+        pytest.skip("no /proc/thread-self on this OS")
+    scheduler(workers=2)
+    expected = {"informer-runs", "informer-pods", "informer-worksp", "worker-1-0", "worker-1-1", "safety-net-1",
+                "event-recorder", "metrics-http"}
+
+    def kernel_names() -> set[str]:
+        names: set[str] = set()
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                names.add((task / "comm").read_text().strip())
+            except OSError:
+                pass  # a thread that ended meanwhile
+        return names
+
+    wait_until(lambda: expected <= kernel_names(), what=f"threads named {sorted(expected - kernel_names())}")
 
 
 def test_the_cycle_log_of_a_run_replays_with_every_record_identical(

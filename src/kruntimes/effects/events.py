@@ -51,6 +51,7 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
+from kruntimes.effects.threads import named_thread
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import API_VERSION, Run
 
@@ -274,7 +275,7 @@ class EventRecorder:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._loop, name="event-recorder", daemon=True)
+        self._thread = named_thread(self._loop, "event-recorder")
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:

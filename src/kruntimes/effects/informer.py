@@ -58,6 +58,7 @@ from kruntimes.effects.kube import (
     WatchEvent,
 )
 from kruntimes.effects.workqueue import ExponentialDelay, Clock
+from kruntimes.effects.threads import named_thread
 from kruntimes.pure.state.cluster import ClusterState, Event, EventType, apply
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
@@ -269,7 +270,7 @@ class Informer:
 
     def start(self) -> threading.Thread:
         """Run the loop on a daemon thread named after the kind."""
-        thread = threading.Thread(target=self.run, name=f"informer-{self.kind}", daemon=True)
+        thread = named_thread(self.run, f"informer-{self.kind}")
         self._thread = thread
         thread.start()
         return thread

@@ -53,6 +53,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from kruntimes.effects.secureserving import SecureServing
+from kruntimes.effects.threads import named_thread
 from kruntimes.pure.queueing import ParkReason
 from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource
@@ -589,7 +590,7 @@ class MetricsServer:
         self._server = server
         server.timeout = 0  # handle_request() below only accepts what the selector saw: never blocks
         self._wake_read, self._wake_write = socket.socketpair()
-        self._thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
+        self._thread = named_thread(self._serve, "metrics-http")
         self._thread.start()
 
     def _serve(self) -> None:

@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -70,6 +71,7 @@ from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET
 from kruntimes.effects.schedulingqueue import SchedulingQueue
+from kruntimes.effects.threads import named_thread
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -476,7 +478,7 @@ class Scheduler:
         self._events.start()
         for informer in self._informers:
             informer.start()
-        self._control = threading.Thread(target=self._control_loop, name="control", daemon=True)
+        self._control = named_thread(self._control_loop, "control")
         self._control.start()
         log.info(
             "scheduler started",
@@ -576,7 +578,7 @@ class Scheduler:
             renew_deadline=election.renew_deadline,
             retry_period=election.retry_period,
         )
-        threading.Thread(target=self._report_standby, args=(election.retry_period,), name="standby", daemon=True).start()
+        named_thread(partial(self._report_standby, election.retry_period), "standby").start()
         while not self._stopping.is_set():
             elector = LeaderElector(self._kube, config, self._start_leading, self._lost_leadership)
             with self._lock:
@@ -606,7 +608,7 @@ class Scheduler:
             self._open_term(term)
             return
         # called on the elector's thread, which must go back to renewing at once
-        threading.Thread(target=self._take_over, args=(term,), name=f"takeover-{term}", daemon=True).start()
+        named_thread(partial(self._take_over, term), f"takeover-{term}").start()
 
     def _take_over(self, term: int) -> None:
         """Plan nothing until every cache is at least as new as this term.
@@ -652,13 +654,13 @@ class Scheduler:
             self._queue = queue
             self._metrics.watch_queue(queue)
             workers = [
-                threading.Thread(target=self._work, args=(queue,), name=f"worker-{term}-{i}", daemon=True)
+                named_thread(partial(self._work, queue), f"worker-{term}-{i}")
                 for i in range(self._options.workers)
             ]
             for worker in workers:
                 worker.start()
             self._workers = workers  # published once running, so /healthz never sees an unstarted one
-            threading.Thread(target=self._sweep, args=(queue,), name=f"safety-net-{term}", daemon=True).start()
+            named_thread(partial(self._sweep, queue), f"safety-net-{term}").start()
         pending = queue.activate_pending()
         log.info("leading: workers started", extra={"workers": self._options.workers, "pending": pending})
 

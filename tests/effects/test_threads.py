@@ -1,0 +1,69 @@
+"""Threads named for the operating system: what ``top -H`` and ``ps -L`` show an operator."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from kruntimes.effects.threads import OS_NAME_BYTES, named_thread
+
+HAS_PROC = Path("/proc/thread-self/comm").exists()
+
+
+def os_name_of(thread: threading.Thread) -> str:
+    return Path(f"/proc/self/task/{thread.native_id}/comm").read_text().strip()
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="no /proc/thread-self on this OS")
+def test_a_named_thread_carries_its_name_in_the_kernel_cut_to_what_the_kernel_keeps() -> None:
+    seen: dict[str, str] = {}
+    running = threading.Event()
+    release = threading.Event()
+
+    def body() -> None:
+        seen["python"] = threading.current_thread().name
+        running.set()
+        release.wait(10)
+
+    short = named_thread(body, "worker-1-0")
+    short.start()
+    assert running.wait(10)
+    assert os_name_of(short) == "worker-1-0" and seen["python"] == "worker-1-0" and short.daemon
+    release.set()
+    short.join(10)
+
+    running.clear()
+    release.clear()
+    long = named_thread(body, "informer-workspaces")
+    long.start()
+    assert running.wait(10)
+    assert os_name_of(long) == "informer-workspaces"[:OS_NAME_BYTES] == "informer-worksp"
+    assert seen["python"] == "informer-workspaces", "Python keeps the whole name"
+    release.set()
+    long.join(10)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="no /proc/thread-self on this OS")
+def test_a_plain_thread_keeps_the_processs_name_so_the_difference_is_the_helpers() -> None:
+    names: list[str] = []
+    plain = threading.Thread(target=lambda: names.append(Path("/proc/thread-self/comm").read_text().strip()), name="worker-9-9")
+    plain.start()
+    plain.join(10)
+    assert names and names[0] != "worker-9-9"
+
+
+def test_the_target_runs_even_where_the_os_name_cannot_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kruntimes.effects.threads as threads
+
+    def no_proc(*args: object, **kwargs: object) -> object:
+        raise PermissionError("read-only /proc")
+
+    monkeypatch.setattr(threads, "open", no_proc, raising=False)
+    assert not threads.name_os_thread("control")
+    done = threading.Event()
+    thread = named_thread(done.set, "control")
+    thread.start()
+    thread.join(10)
+    assert done.is_set()
