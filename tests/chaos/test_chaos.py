@@ -54,7 +54,7 @@ def test_single_replica_sigkilled_and_restarted(tmp_path: Path, chaos_large: boo
 PAUSE_LEASE = (3.0, 1.5, 0.3)
 """Lease duration, renew deadline, retry period of the pause epochs: a write that passed the gate
 right before a SIGSTOP may still wait out up to 1 s of injected server latency before it commits."""
-PAUSE_SECONDS = (7.5, 8.5)
+PAUSE_SECONDS = (8.0, 9.0)
 """How long a pause epoch's SIGSTOP lasts: past the latest instant a standby can take over. It sees
 the last renewal up to one retry period and one slowed read after it was written (0.3 + 1 s),
 waits the lease (3 s), then reads once more and writes, or in sharded mode reads, fences and
