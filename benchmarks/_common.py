@@ -87,6 +87,29 @@ def status_kib(pid: int, key: str) -> int:
     raise KeyError(key)
 
 
+def kind_of(name: str) -> str:
+    """Threads of one kind under one name: ``worker-1-3`` -> ``worker``, ``safety-net-2`` -> ``safety-net``."""
+    return re.sub(r"(-\d+)+$", "", name)
+
+
+def thread_cpu(pid: int) -> dict[str, tuple[int, int]]:
+    """Kind of thread -> (ns on the CPU, voluntary context switches), summed over its threads."""
+    out: dict[str, tuple[int, int]] = {}
+    task_dir = Path(f"/proc/{pid}/task")
+    for task in task_dir.iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            cpu = int((task / "schedstat").read_text().split()[0])
+            switches = next(int(line.split()[1]) for line in (task / "status").read_text().splitlines()
+                            if line.startswith("voluntary_ctxt_switches"))
+        except (OSError, StopIteration, ValueError):
+            continue  # a thread that ended meanwhile
+        kind = kind_of(name)
+        before = out.get(kind, (0, 0))
+        out[kind] = (before[0] + cpu, before[1] + switches)
+    return out
+
+
 def machine() -> dict[str, Any]:
     model = ""
     try:

@@ -21,7 +21,8 @@ Phases:
   namespaces of the replica that spent the most CPU per bind, the same burst in them. It separates
   the two halves of that replica's excess over ``single``: against ``alone`` (the same work at the
   same event rate, one process on the CPU), what running as one of several replicas adds; ``alone``
-  against ``single``, what one scheduler pays per bind when its events come a fraction as often.
+  against ``single``, what a scheduler of those namespaces only pays per bind (per thread, below:
+  mostly its Events, which the single replica's bigger burst mostly does without).
 * ``even``: ``sharded`` with 40 namespaces of 3 pods each: binds per replica against an even share.
 * ``chaos``: ``sharded`` (mixed), the burst and then a paced trickle of Runs, and ``--cycles`` cycles
   (half SIGKILL, half SIGSTOP, shuffled) of a random live replica once the namespaces are balanced:
@@ -52,6 +53,12 @@ Figures:
   bind it made, against ``single`` (target <= 1.1x: the worst replica and the mean). Before the burst,
   each replica's CPU over ``IDLE_WINDOW`` seconds with its namespaces taken and no Run
   (``idle_cpu_ms_per_s``, at the /proc tick's 10 ms resolution): the fixed cost of a replica.
+
+* per thread (the scheduler names its threads in the kernel; ``/proc/PID/task/*/schedstat`` at the
+  burst and at the end): µs of CPU per bind of each kind of thread, for the single replica, the
+  costliest replica and ``alone``; and the same ratios without the Event writer, whose cost per bind
+  follows the Event budget (a single replica's burst outgrows it and most binds get no Event; a
+  replica with few binds spends its share on nearly every one), not the scheduling.
 
 Placement (``--placement``, default ``split``, as in ``backlog.py``): the schedulers run on one CPU
 and the dev cluster with this harness on the others, so ``single`` has that CPU to itself and the
@@ -96,6 +103,7 @@ from _common import (  # noqa: E402
     ServerProcess,
     context_switches,
     cpu_seconds,
+    thread_cpu,
     free_port,
     machine,
     percentile,
@@ -142,12 +150,16 @@ class Replica:
     cycles: float = 0.0
     stopped: bool = False
     idle_ms_per_s: float | None = None
+    threads_from: dict[str, tuple[int, int]] = field(default_factory=dict)
+    threads: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Kind of thread -> (ns on the CPU, voluntary switches), at the burst and at the last reading."""
 
     def read(self) -> None:
         """Take the process's CPU and cycle counter now (while it runs)."""
         try:
             self.cpu = cpu_seconds(self.proc.pid)
             self.switches = context_switches(self.proc.pid)
+            self.threads = thread_cpu(self.proc.pid)
             self.cycles = sum(v for k, v in scrape(self.metrics).items() if k.startswith(CYCLES_METRIC))
         except (OSError, urllib3.exceptions.HTTPError):
             pass
@@ -332,6 +344,15 @@ def namespaces_by_writer(items: Sequence[dict[str, Any]]) -> dict[str, list[str]
     return {k: sorted(v) for k, v in out.items()}
 
 
+def threads_per_bind(r: Replica, binds: int) -> dict[str, float]:
+    """µs of CPU per bind of each kind of thread over the burst, largest first (the scheduler names
+    its threads in the kernel); empty for a replica without binds or without a reading."""
+    if not binds or not r.threads_from:
+        return {}
+    spent = {kind: (cpu - r.threads_from.get(kind, (0, 0))[0]) / 1e3 / binds for kind, (cpu, _) in r.threads.items()}
+    return {kind: round(us, 1) for kind, us in sorted(spent.items(), key=lambda kv: -kv[1]) if us >= 1.0}
+
+
 def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
     binds = binds_by_writer(items)
     owned = namespaces_by_writer(items)
@@ -342,6 +363,7 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
                      "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
                      "idle_cpu_ms_per_s": r.idle_ms_per_s,
                      "switches_per_bind": round((r.switches - r.switches_from) / binds[r.identity], 1) if binds.get(r.identity) else None,
+                     "threads_us_per_bind": threads_per_bind(r, binds.get(r.identity, 0)),
                      "namespaces": owned.get(r.identity, [])}
         for r in fleet.every
     }
@@ -371,6 +393,7 @@ def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse
         for r in fleet.every:
             r.cpu_from = cpu_seconds(r.proc.pid)
             r.switches_from = context_switches(r.proc.pid)
+            r.threads_from = thread_cpu(r.proc.pid)
             r.idle_ms_per_s = round((r.cpu_from - idle_from[r.identity]) * 1000 / IDLE_WINDOW, 2)
         burst = burst_of(sizes)
         began = time.monotonic()
@@ -579,6 +602,7 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
     for index, (one, many) in enumerate(zip(singles, sharded)):
         single_cpu = one["cpu_s"] / max(one["binds"], 1) * 1000
         per_replica = [r["cpu_ms_per_bind"] for r in many["replicas"].values() if r["cpu_ms_per_bind"] is not None]
+        worst = max(many["replicas"].values(), key=lambda r: r["cpu_ms_per_bind"] or 0.0)
         pairs.append({
             "cycles_ratio": ratio(many["cycles_per_bind"], one["cycles_per_bind"]),
             "cpu_ms_per_bind_single": round(single_cpu, 3),
@@ -586,6 +610,8 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
             "cpu_ratio_worst_replica": ratio(max(per_replica, default=None), single_cpu),
             "cpu_ratio_mean_replica": ratio(sum(per_replica) / len(per_replica) if per_replica else None, single_cpu),
             "cpu_ratio_total": ratio(many["cpu_s"] / max(many["binds"], 1) * 1000, single_cpu),
+            "threads_us_per_bind": {"single": only(one)["threads_us_per_bind"], "worst_replica": worst["threads_us_per_bind"]},
+            "cpu_ratio_worst_replica_without_events": ratio(without_events(worst), without_events(only(one))),
         })
         if index < len(alone):
             by_itself = alone[index]["cpu_s"] / max(alone[index]["binds"], 1) * 1000
@@ -594,7 +620,22 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
                 "cpu_ratio_worst_replica_alone": ratio(max(per_replica, default=None), by_itself),
                 "cpu_ratio_alone_single": ratio(by_itself, single_cpu),
             }
+            pairs[-1]["threads_us_per_bind"]["alone"] = only(alone[index])["threads_us_per_bind"]
+            pairs[-1]["cpu_ratio_worst_replica_alone_without_events"] = ratio(without_events(worst), without_events(only(alone[index])))
+            pairs[-1]["cpu_ratio_alone_single_without_events"] = ratio(without_events(only(alone[index])), without_events(only(one)))
     return {"pairs": pairs}
+
+
+def without_events(replica: dict[str, Any]) -> float | None:
+    """µs per bind of every thread but the Event writer: Events are kept within a budget (the group's,
+    sharded), so their cost per bind falls as a burst outgrows it, whatever the scheduling costs."""
+    spent = replica["threads_us_per_bind"]
+    return sum(us for kind, us in spent.items() if kind != "event-recorder") if spent else None
+
+
+def only(phase: dict[str, Any]) -> dict[str, Any]:
+    """The one replica of a single-leader phase."""
+    return next(iter(phase["replicas"].values()))
 
 
 def evenness(phase: dict[str, Any]) -> dict[str, Any]:
@@ -619,8 +660,14 @@ def table(document: dict[str, Any]) -> str:
                      f"{p['cpu_ratio_worst_replica']}, mean {p['cpu_ratio_mean_replica']}, all replicas {p['cpu_ratio_total']} (target <= 1.1)")
         if "cpu_ms_per_bind_alone" in p:
             lines.append(f"        its namespaces alone: {p['cpu_ms_per_bind_alone']} ms/bind; worst replica/alone "
-                         f"{p['cpu_ratio_worst_replica_alone']} (what sharding adds), alone/single {p['cpu_ratio_alone_single']} "
-                         "(what a fraction of the event rate costs one scheduler)")
+                         f"{p['cpu_ratio_worst_replica_alone']} (the same work done as one of the replicas), alone/single "
+                         f"{p['cpu_ratio_alone_single']} (a scheduler of those namespaces only)")
+        lines.append(f"        without the Event writer (its cost per bind follows the Event budget): worst replica/single "
+                     f"{p['cpu_ratio_worst_replica_without_events']}, worst replica/alone "
+                     f"{p.get('cpu_ratio_worst_replica_alone_without_events')}, alone/single {p.get('cpu_ratio_alone_single_without_events')}")
+        for who, spent in p["threads_us_per_bind"].items():
+            top = ", ".join(f"{kind} {us:.0f}" for kind, us in list(spent.items())[:5])
+            lines.append(f"        per thread, us/bind, {who}: {top or '(no reading)'}")
     if "even" in document:
         e = document["even"]
         lines.append(f"even: binds per replica {e['binds_per_replica']}, max deviation {e['max_deviation'] * 100:.1f} % (target <= 25 %)")

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -47,6 +46,7 @@ from _common import (  # noqa: E402
     create_runs,
     machine,
     scrape,
+    thread_cpu,
     start_scheduler,
     stop_process,
     wait_http_ok,
@@ -56,29 +56,6 @@ PODS = 50
 SLOTS = 2
 WORKERS = 4
 ALL_RUNS = "/apis/kruntimes.io/v1alpha1/runs"
-
-
-def kind_of(name: str) -> str:
-    """Threads of one kind under one name: ``worker-1-3`` -> ``worker``, ``safety-net-2`` -> ``safety-net``."""
-    return re.sub(r"(-\d+)+$", "", name)
-
-
-def per_thread(pid: int) -> dict[str, tuple[int, int]]:
-    """Kind of thread -> (ns on the CPU, voluntary context switches), summed over its threads."""
-    out: dict[str, tuple[int, int]] = {}
-    task_dir = Path(f"/proc/{pid}/task")
-    for task in task_dir.iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            cpu = int((task / "schedstat").read_text().split()[0])
-            switches = next(int(line.split()[1]) for line in (task / "status").read_text().splitlines()
-                            if line.startswith("voluntary_ctxt_switches"))
-        except (OSError, StopIteration, ValueError):
-            continue  # a thread that ended meanwhile
-        kind = kind_of(name)
-        before = out.get(kind, (0, 0))
-        out[kind] = (before[0] + cpu, before[1] + switches)
-    return out
 
 
 def succeeded(http: Http) -> int:
@@ -99,7 +76,7 @@ def measure(rate: float, runs: int, spaces: int, placement: Placement) -> dict[s
             http = Http(server.url)
             per_namespace = runs // spaces
             total = per_namespace * spaces
-            before, began = per_thread(proc.pid), time.perf_counter()
+            before, began = thread_cpu(proc.pid), time.perf_counter()
             creators = [
                 threading.Thread(target=create_runs, args=(server.url, ns, [f"r{i}" for i in range(per_namespace)]),
                                  kwargs={"creators": 1, "rate": rate / spaces})
@@ -114,7 +91,7 @@ def measure(rate: float, runs: int, spaces: int, placement: Placement) -> dict[s
                 if time.monotonic() > deadline:
                     raise RuntimeError("the Runs did not all finish within 2 minutes")
                 time.sleep(0.5)
-            after, wall = per_thread(proc.pid), time.perf_counter() - began
+            after, wall = thread_cpu(proc.pid), time.perf_counter() - began
             metrics = scrape(metrics_url)
         finally:
             stop_process(proc)
