@@ -103,13 +103,13 @@ from _common import (  # noqa: E402
     ServerProcess,
     context_switches,
     cpu_seconds,
-    thread_cpu,
     free_port,
     machine,
     percentile,
     run_body,
     scrape,
     stop_process,
+    thread_cpu,
     wait_pods_ready,
 )
 
@@ -350,7 +350,7 @@ def threads_per_bind(r: Replica, binds: int) -> dict[str, float]:
     if not binds or not r.threads_from:
         return {}
     spent = {kind: (cpu - r.threads_from.get(kind, (0, 0))[0]) / 1e3 / binds for kind, (cpu, _) in r.threads.items()}
-    return {kind: round(us, 1) for kind, us in sorted(spent.items(), key=lambda kv: -kv[1]) if us >= 1.0}
+    return {kind: round(us, 1) for kind, us in sorted(spent.items(), key=lambda kv: -kv[1])}
 
 
 def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -626,11 +626,16 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
     return {"pairs": pairs}
 
 
+EVENT_WRITER: Final = "event-recorder"
+
+
 def without_events(replica: dict[str, Any]) -> float | None:
     """µs per bind of every thread but the Event writer: Events are kept within a budget (the group's,
     sharded), so their cost per bind falls as a burst outgrows it, whatever the scheduling costs."""
-    spent = replica["threads_us_per_bind"]
-    return sum(us for kind, us in spent.items() if kind != "event-recorder") if spent else None
+    spent: dict[str, float] = replica["threads_us_per_bind"]
+    if EVENT_WRITER not in spent:  # a scheduler that does not name its threads (an older tree)
+        return None
+    return sum(us for kind, us in spent.items() if kind != EVENT_WRITER)
 
 
 def only(phase: dict[str, Any]) -> dict[str, Any]:
@@ -662,11 +667,12 @@ def table(document: dict[str, Any]) -> str:
             lines.append(f"        its namespaces alone: {p['cpu_ms_per_bind_alone']} ms/bind; worst replica/alone "
                          f"{p['cpu_ratio_worst_replica_alone']} (the same work done as one of the replicas), alone/single "
                          f"{p['cpu_ratio_alone_single']} (a scheduler of those namespaces only)")
+        beside = (f", worst replica/alone {p['cpu_ratio_worst_replica_alone_without_events']}, alone/single "
+                  f"{p['cpu_ratio_alone_single_without_events']}" if "cpu_ms_per_bind_alone" in p else "")
         lines.append(f"        without the Event writer (its cost per bind follows the Event budget): worst replica/single "
-                     f"{p['cpu_ratio_worst_replica_without_events']}, worst replica/alone "
-                     f"{p.get('cpu_ratio_worst_replica_alone_without_events')}, alone/single {p.get('cpu_ratio_alone_single_without_events')}")
+                     f"{p['cpu_ratio_worst_replica_without_events']}{beside}")
         for who, spent in p["threads_us_per_bind"].items():
-            top = ", ".join(f"{kind} {us:.0f}" for kind, us in list(spent.items())[:5])
+            top = ", ".join(f"{kind} {us:.0f}" for kind, us in list(spent.items())[:5] if us >= 1.0)
             lines.append(f"        per thread, us/bind, {who}: {top or '(no reading)'}")
     if "even" in document:
         e = document["even"]

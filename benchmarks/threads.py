@@ -12,11 +12,11 @@ split evenly over ``--namespaces`` namespaces.
 
 Per (rate, namespaces): ``--runs`` Runs created at the rate (one creator per namespace, at its
 share of the rate, so with several namespaces Runs come due in groups), until every one has
-Succeeded; the same count at every rate, so the fixed costs (heartbeats, idle wake-ups) weigh on
-the slow rates as they do in a cluster, and not less for fewer binds measured. The scheduler names its threads in the kernel (``effects/threads.py``); each thread's
-CPU is read from ``/proc/PID/task/TID/schedstat`` (nanoseconds) and its voluntary context
-switches (its wake-ups, nearly) from ``.../status``, before the first create and after the last
-Run ended. Reported per bind: µs of CPU and wake-ups per thread (threads of one kind summed:
+Succeeded. The count is the same at every rate: a slower rate takes longer, so its fixed costs
+(heartbeats, idle wake-ups) weigh more per bind, as they do in a cluster. The scheduler names its
+threads in the kernel (``effects/threads.py``); each thread's CPU is read from
+``/proc/PID/task/TID/schedstat`` (nanoseconds) and its voluntary context switches (its wake-ups,
+nearly) from ``.../status``, before the first create and after the last Run ended. Reported per bind: µs of CPU and wake-ups per thread (threads of one kind summed:
 ``worker-*``, ``informer-runs`` of every namespace), their total, and cycles and work-queue adds
 per bind from ``/metrics``.
 
@@ -46,9 +46,9 @@ from _common import (  # noqa: E402
     create_runs,
     machine,
     scrape,
-    thread_cpu,
     start_scheduler,
     stop_process,
+    thread_cpu,
     wait_http_ok,
 )
 
