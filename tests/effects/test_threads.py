@@ -47,6 +47,7 @@ def test_a_named_thread_carries_its_name_in_the_kernel_cut_to_what_the_kernel_ke
 
 @pytest.mark.skipif(not HAS_PROC, reason="no /proc/thread-self on this OS")
 def test_a_plain_thread_keeps_the_processs_name_so_the_difference_is_the_helpers() -> None:
+    # the premise of effects/threads.py: CPython before 3.14 leaves the kernel's name alone
     names: list[str] = []
     plain = threading.Thread(target=lambda: names.append(Path("/proc/thread-self/comm").read_text().strip()), name="worker-9-9")
     plain.start()
