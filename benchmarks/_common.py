@@ -143,18 +143,27 @@ class Placement:
     inflates the scheduler's own CPU per bind by ~15 % on this machine through migrations and
     caches the other process filled (docs/performance.md). ``shared`` lets every process run
     anywhere, as earlier rounds measured. With fewer than two CPUs ``split`` falls back to it.
+    ``spread`` (``shards.py``) gives each of ``schedulers`` schedulers a CPU of its own, as replicas
+    on a cluster's nodes have, and the rest what remains; with fewer than ``schedulers + 1`` CPUs it
+    falls back to ``split`` (``describe`` says what was asked).
     """
 
     mode: str
     scheduler: frozenset[int] | None = None
     rest: frozenset[int] | None = None
+    own: tuple[int, ...] = ()
+    """``spread``: the CPU of the scheduler of each slot."""
+    asked: str = ""
 
     @classmethod
-    def of(cls, mode: str) -> Placement:
+    def of(cls, mode: str, schedulers: int = 1) -> Placement:
         allowed = sorted(os.sched_getaffinity(0))
-        if mode != "split" or len(allowed) < 2:
-            return cls("shared")
-        return cls("split", frozenset(allowed[:1]), frozenset(allowed[1:]))
+        if mode == "spread" and len(allowed) > schedulers:
+            own = tuple(allowed[:schedulers])
+            return cls("spread", frozenset(own), frozenset(allowed[schedulers:]), own, mode)
+        if mode not in ("split", "spread") or len(allowed) < 2:
+            return cls("shared", asked=mode)
+        return cls("split", frozenset(allowed[:1]), frozenset(allowed[1:]), asked=mode)
 
     def enter(self) -> None:
         """Put this process (and so the dev clusters it starts) on the rest's CPUs; call it
@@ -162,13 +171,17 @@ class Placement:
         if self.rest is not None:
             os.sched_setaffinity(0, self.rest)
 
-    def place_scheduler(self, pid: int) -> None:
-        """Put a scheduler just started on the schedulers' CPUs (its threads, made later, inherit them)."""
-        if self.scheduler is not None:
+    def place_scheduler(self, pid: int, slot: int = 0) -> None:
+        """Put a scheduler just started on the schedulers' CPUs, or (``spread``) on its slot's own
+        CPU; its threads, made later, inherit them."""
+        if self.own:
+            os.sched_setaffinity(pid, {self.own[slot % len(self.own)]})
+        elif self.scheduler is not None:
             os.sched_setaffinity(pid, self.scheduler)
 
     def describe(self) -> dict[str, Any]:
-        return {"mode": self.mode, "scheduler_cpus": sorted(self.scheduler or ()), "rest_cpus": sorted(self.rest or ())}
+        return {"mode": self.mode, "asked": self.asked or self.mode, "scheduler_cpus": sorted(self.scheduler or ()),
+                "rest_cpus": sorted(self.rest or ())}
 
 
 @dataclass

@@ -62,7 +62,11 @@ Figures:
 
 Placement (``--placement``, default ``split``, as in ``backlog.py``): the schedulers run on one CPU
 and the dev cluster with this harness on the others, so ``single`` has that CPU to itself and the
-replicas of ``sharded`` share it; ``shared`` lets every process use every CPU.
+replicas of ``sharded`` share it; ``shared`` lets every process use every CPU. ``spread`` gives
+each replica a CPU of its own (slot i on the i-th CPU; ``single`` and ``alone`` on the first), as
+replicas on a cluster's nodes have: what a replica costs without the core it shares with the
+others under ``split``. It needs ``--replicas`` + 1 CPUs and falls back to ``split`` with fewer
+(the JSON's ``placement`` says what was asked and what ran).
 
 Prints one JSON object (also to ``--out``), then a table.
 """
@@ -196,7 +200,7 @@ class Fleet:
         log = open(self.tmp / f"scheduler-{identity}.log", "wb")  # noqa: SIM115 (the process owns it)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         if self.placement is not None:
-            self.placement.place_scheduler(proc.pid)
+            self.placement.place_scheduler(proc.pid, slot)
         replica = Replica(identity, proc, f"http://127.0.0.1:{port}")
         while len(self.slots) <= slot:
             self.slots.append(None)
@@ -699,11 +703,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait for the Runs to finish, seconds")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
-    parser.add_argument("--placement", choices=PLACEMENTS, default="split",
+    parser.add_argument("--placement", choices=(*PLACEMENTS, "spread"), default="split",
                         help="split (default): every scheduler on one CPU, the dev cluster and this harness on the others; "
-                             "shared: every process anywhere (the figures before this option)")
+                             "spread: each replica a CPU of its own, as on a cluster's nodes (needs replicas + 1 CPUs, "
+                             "else split); shared: every process anywhere (the figures before this option)")
     args = parser.parse_args(argv)
-    args.placement = Placement.of(args.placement)
+    args.placement = Placement.of(args.placement, schedulers=args.replicas)
     args.placement.enter()
     args.lease = tuple(float(x) for x in args.lease.split(","))
     wanted = set(args.phases.split(","))
