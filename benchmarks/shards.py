@@ -606,27 +606,29 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
     for index, (one, many) in enumerate(zip(singles, sharded)):
         single_cpu = one["cpu_s"] / max(one["binds"], 1) * 1000
         per_replica = [r["cpu_ms_per_bind"] for r in many["replicas"].values() if r["cpu_ms_per_bind"] is not None]
-        worst = max(many["replicas"].values(), key=lambda r: r["cpu_ms_per_bind"] or 0.0)
-        pairs.append({
+        worst = costliest(many)
+        pair: dict[str, Any] = {
             "cycles_ratio": ratio(many["cycles_per_bind"], one["cycles_per_bind"]),
             "cpu_ms_per_bind_single": round(single_cpu, 3),
             "cpu_ms_per_bind_replicas": per_replica,
-            "cpu_ratio_worst_replica": ratio(max(per_replica, default=None), single_cpu),
+            "cpu_ratio_worst_replica": ratio(worst["cpu_ms_per_bind"], single_cpu),
             "cpu_ratio_mean_replica": ratio(sum(per_replica) / len(per_replica) if per_replica else None, single_cpu),
             "cpu_ratio_total": ratio(many["cpu_s"] / max(many["binds"], 1) * 1000, single_cpu),
             "threads_us_per_bind": {"single": only(one)["threads_us_per_bind"], "worst_replica": worst["threads_us_per_bind"]},
             "cpu_ratio_worst_replica_without_events": ratio(without_events(worst), without_events(only(one))),
-        })
+        }
         if index < len(alone):
             by_itself = alone[index]["cpu_s"] / max(alone[index]["binds"], 1) * 1000
-            pairs[-1] |= {
+            scheduler = only(alone[index])
+            pair["threads_us_per_bind"]["alone"] = scheduler["threads_us_per_bind"]
+            pair |= {
                 "cpu_ms_per_bind_alone": round(by_itself, 3),
-                "cpu_ratio_worst_replica_alone": ratio(max(per_replica, default=None), by_itself),
+                "cpu_ratio_worst_replica_alone": ratio(worst["cpu_ms_per_bind"], by_itself),
                 "cpu_ratio_alone_single": ratio(by_itself, single_cpu),
+                "cpu_ratio_worst_replica_alone_without_events": ratio(without_events(worst), without_events(scheduler)),
+                "cpu_ratio_alone_single_without_events": ratio(without_events(scheduler), without_events(only(one))),
             }
-            pairs[-1]["threads_us_per_bind"]["alone"] = only(alone[index])["threads_us_per_bind"]
-            pairs[-1]["cpu_ratio_worst_replica_alone_without_events"] = ratio(without_events(worst), without_events(only(alone[index])))
-            pairs[-1]["cpu_ratio_alone_single_without_events"] = ratio(without_events(only(alone[index])), without_events(only(one)))
+        pairs.append(pair)
     return {"pairs": pairs}
 
 
@@ -640,6 +642,11 @@ def without_events(replica: dict[str, Any]) -> float | None:
     if EVENT_WRITER not in spent:  # a scheduler that does not name its threads (an older tree)
         return None
     return sum(us for kind, us in spent.items() if kind != EVENT_WRITER)
+
+
+def costliest(phase: dict[str, Any]) -> dict[str, Any]:
+    """The replica of a phase that spent the most CPU per bind."""
+    return max(phase["replicas"].values(), key=lambda r: r["cpu_ms_per_bind"] or 0.0)
 
 
 def only(phase: dict[str, Any]) -> dict[str, Any]:
@@ -727,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
                     bucket.append(clean_phase(label, mixed, replicas, args, tmp))
                     document["phases"].append(bucket[-1])
                 if "alone" in wanted:
-                    worst = max(sharded[-1]["replicas"].values(), key=lambda r: r["cpu_ms_per_bind"] or 0.0)
+                    worst = costliest(sharded[-1])
                     print(f"# alone ({len(worst['namespaces'])} namespaces) ...", file=sys.stderr, flush=True)
                     alone.append(clean_phase("alone", {ns: mixed[ns] for ns in worst["namespaces"]}, 1, args, tmp))
                     document["phases"].append(alone[-1])
