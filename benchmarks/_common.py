@@ -70,13 +70,18 @@ def context_switches(pid: int) -> int:
     total = 0
     for status in Path(f"/proc/{pid}/task").glob("*/status"):
         try:
-            text = status.read_text()
+            total += voluntary_switches(status.read_text())
         except OSError:
             continue  # the thread ended
-        for line in text.splitlines():
-            if line.startswith("voluntary_ctxt_switches:"):
-                total += int(line.split()[1])
     return total
+
+
+def voluntary_switches(status: str) -> int:
+    """The ``voluntary_ctxt_switches`` of one thread's ``/proc/.../status`` text."""
+    for line in status.splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
 
 
 def status_kib(pid: int, key: str) -> int:
@@ -100,9 +105,8 @@ def thread_cpu(pid: int) -> dict[str, tuple[int, int]]:
         try:
             name = (task / "comm").read_text().strip()
             cpu = int((task / "schedstat").read_text().split()[0])
-            switches = next(int(line.split()[1]) for line in (task / "status").read_text().splitlines()
-                            if line.startswith("voluntary_ctxt_switches"))
-        except (OSError, StopIteration, ValueError):
+            switches = voluntary_switches((task / "status").read_text())
+        except (OSError, ValueError):
             continue  # a thread that ended meanwhile
         kind = kind_of(name)
         before = out.get(kind, (0, 0))
