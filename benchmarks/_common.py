@@ -64,6 +64,13 @@ def cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
+def page_faults(pid: int) -> int:
+    """Minor page faults of ``pid`` (all threads) so far: pages the kernel mapped in on first touch
+    (a heap or arena growing back after it was given back), each paid in system time."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[7])
+
+
 def context_switches(pid: int) -> int:
     """Voluntary context switches of every thread of ``pid`` so far (a thread that blocked:
     on a socket, a lock, the GIL); threads that already ended are not counted."""

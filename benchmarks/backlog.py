@@ -92,6 +92,7 @@ from _common import (  # noqa: E402
     context_switches,
     cpu_seconds,
     cpu_split,
+    page_faults,
     machine,
     percentile,
     scrape,
@@ -448,6 +449,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             raise RuntimeError("the scheduler did not become ready")
         cpu_ready, ready_at = cpu_seconds(proc.pid), time.perf_counter()
         sys_ready, switches_ready = cpu_split(proc.pid)[1], context_switches(proc.pid)
+        faults_ready = page_faults(proc.pid)
         server_ready = cpu_seconds(server.pid)
         profiler = start_profiler(args.profile, variant.label, proc.pid) if args.profile is not None else None
         timeout = args.timeout if args.timeout is not None else max(300.0, 10 * variant.ideal_seconds + 120)
@@ -458,6 +460,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             out["complete"] = False  # the figures below are then over the Runs bound so far
         cpu_done, done_at = cpu_seconds(proc.pid), time.perf_counter()
         sys_done, switches_done = cpu_split(proc.pid)[1], context_switches(proc.pid)
+        faults_done = page_faults(proc.pid)
         server_done = cpu_seconds(server.pid)
         if profiler is not None:
             stop_profiler(profiler)
@@ -486,6 +489,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "cpu_seconds_total": round(cpu_done, 1),
             "cpu_system_share": round((sys_done - sys_ready) / max(cpu_done - cpu_ready, 1e-9), 3),
             "context_switches_per_bind": round((switches_done - switches_ready) / max(binds, 1), 1),
+            "page_faults_per_bind": round((faults_done - faults_ready) / max(binds, 1), 2),
             "server_cpu_ms_per_bind": round((server_done - server_ready) * 1000 / max(binds, 1), 2),
             "idle_cpu_ms_per_s": round(idle_ms_per_s, 1),
             "cpu_ms_per_bind_over_idle": round(((cpu_done - cpu_ready) * 1000 - idle_ms_per_s * (done_at - ready_at)) / max(binds, 1), 2),
@@ -553,7 +557,7 @@ def summary_line(r: dict[str, Any]) -> str:
     share_text = (" shares " + "/".join(f"{v * 100:.0f}%" for v in share.values())) if share else ""
     return (
         f"{r['variant']:>8} @ {r['size']:>6}{'' if r['complete'] else ' (INCOMPLETE)'}: {r['cycles_per_bind']:.1f} cycles/bind, {r['wakeups_per_bind']:.0f} wakeups/bind, "
-        f"{r['cpu_ms_per_bind']:.2f} ms CPU/bind ({r['cpu_system_share'] * 100:.0f} % system, {r['context_switches_per_bind']:.0f} switches), drain {r['drain_seconds']:.0f}s = {r['drain_over_ideal']:.2f}x ideal, "
+        f"{r['cpu_ms_per_bind']:.2f} ms CPU/bind ({r['cpu_system_share'] * 100:.0f} % system, {r['context_switches_per_bind']:.0f} switches, {r['page_faults_per_bind']:.1f} page faults), drain {r['drain_seconds']:.0f}s = {r['drain_over_ideal']:.2f}x ideal, "
         f"latency p50/p99/max {r['latency_ms']['p50'] / 1000:.1f}/{r['latency_ms']['p99'] / 1000:.1f}/{r['latency_ms']['max'] / 1000:.1f}s, "
         f"{r['rss_bytes_per_pending_run']} B RSS/pending Run; {order};{share_text}"
     )
