@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -156,7 +156,10 @@ class Placement:
     anywhere, as earlier rounds measured. With fewer than two CPUs ``split`` falls back to it.
     ``spread`` (``shards.py``) gives each of ``schedulers`` schedulers a CPU of its own, as replicas
     on a cluster's nodes have, and the rest what remains; with fewer than ``schedulers + 1`` CPUs it
-    falls back to ``split`` (``describe`` says what was asked).
+    falls back to ``split`` (``describe`` says what was asked). ``apart`` (``shards.py``) needs only
+    two CPUs: the scheduler of slot ``measured`` gets the first to itself, every other scheduler
+    shares the rest with the dev cluster, so one replica at a time runs as it would on a node of
+    its own.
     """
 
     mode: str
@@ -165,6 +168,8 @@ class Placement:
     own: tuple[int, ...] = ()
     """``spread``: the CPU of the scheduler of each slot."""
     asked: str = ""
+    measured: int = 0
+    """``apart``: the slot whose scheduler has the first CPU to itself."""
 
     @classmethod
     def of(cls, mode: str, schedulers: int = 1) -> Placement:
@@ -172,9 +177,13 @@ class Placement:
         if mode == "spread" and len(allowed) > schedulers:
             own = tuple(allowed[:schedulers])
             return cls("spread", frozenset(own), frozenset(allowed[schedulers:]), own, mode)
-        if mode not in ("split", "spread") or len(allowed) < 2:
+        if mode not in ("split", "spread", "apart") or len(allowed) < 2:
             return cls("shared", asked=mode)
-        return cls("split", frozenset(allowed[:1]), frozenset(allowed[1:]), asked=mode)
+        return cls("apart" if mode == "apart" else "split", frozenset(allowed[:1]), frozenset(allowed[1:]), asked=mode)
+
+    def measuring(self, slot: int) -> Placement:
+        """This placement with ``slot`` the one ``apart`` gives a CPU of its own (the same otherwise)."""
+        return replace(self, measured=slot)
 
     def enter(self) -> None:
         """Put this process (and so the dev clusters it starts) on the rest's CPUs; call it
@@ -187,6 +196,8 @@ class Placement:
         CPU; its threads, made later, inherit them."""
         if self.own:
             os.sched_setaffinity(pid, {self.own[slot % len(self.own)]})
+        elif self.mode == "apart" and slot != self.measured and self.rest is not None:
+            os.sched_setaffinity(pid, self.rest)
         elif self.scheduler is not None:
             os.sched_setaffinity(pid, self.scheduler)
 

@@ -66,7 +66,11 @@ replicas of ``sharded`` share it; ``shared`` lets every process use every CPU. `
 each replica a CPU of its own (slot i on the i-th CPU; ``single`` and ``alone`` on the first), as
 replicas on a cluster's nodes have: what a replica costs without the core it shares with the
 others under ``split``. It needs ``--replicas`` + 1 CPUs and falls back to ``split`` with fewer
-(the JSON's ``placement`` says what was asked and what ran).
+(the JSON's ``placement`` says what was asked and what ran). ``apart`` measures what ``spread`` does
+with two CPUs, one replica at a time: in the i-th pair the replica of slot i (mod ``--replicas``)
+has the schedulers' CPU to itself and the other replicas share the rest with the dev cluster and
+this harness; the comparison then takes that replica (``measured`` in the phase) rather than the
+costliest, and ``alone`` its namespaces. ``--repeat 4`` measures each of four replicas once.
 
 Prints one JSON object (also to ``--out``), then a table.
 """
@@ -375,10 +379,13 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
             "cpu_s": round(sum(r.cpu - r.cpu_from for r in fleet.every), 2), "seconds": round(seconds, 1), "replicas": replicas}
 
 
-def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    """``single`` (replicas == 1, single-leader) or ``sharded``/``even``: start, burst, drain; no faults."""
+def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse.Namespace, tmp: Path,
+                measured: int = 0) -> dict[str, Any]:
+    """``single`` (replicas == 1, single-leader) or ``sharded``/``even``: start, burst, drain; no faults.
+    Under ``--placement apart`` the replica of slot ``measured`` is the one on a CPU of its own."""
     server = start_server(tmp, sizes, label)
-    fleet = Fleet(server.kubeconfig, tmp, args.lease, replicas > 1, sorted(sizes), placement=args.placement)
+    placement: Placement = args.placement.measuring(measured)
+    fleet = Fleet(server.kubeconfig, tmp, args.lease, replicas > 1, sorted(sizes), placement=placement)
     try:
         http = Http(server.url)
         for ns, pods in sizes.items():
@@ -404,9 +411,12 @@ def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse
         create(server.url, burst)
         complete = wait_finished(http, len(burst), args.timeout)
         seconds = time.monotonic() - began
+        apart = fleet.slots[measured] if placement.mode == "apart" and replicas > 1 else None
         fleet.stop_all()
         items = http.ok("GET", "/_devcluster/history")["items"]
         out = {"phase": label, "replicas": replicas, "runs": len(burst), "complete": complete} | figures(fleet, items, seconds)
+        if apart is not None:
+            out["measured"] = apart.identity
         report = check_history(records_from_json(items), CheckOptions())
         out["violations"] = report.counts()
         out["first_violations"] = report.summary()["first_violations"][:5]
@@ -606,8 +616,9 @@ def compare(singles: Sequence[dict[str, Any]], sharded: Sequence[dict[str, Any]]
     for index, (one, many) in enumerate(zip(singles, sharded)):
         single_cpu = one["cpu_s"] / max(one["binds"], 1) * 1000
         per_replica = [r["cpu_ms_per_bind"] for r in many["replicas"].values() if r["cpu_ms_per_bind"] is not None]
-        worst = costliest(many)
+        worst = subject(many)
         pair: dict[str, Any] = {
+            "subject": f"{many['measured']}, on a CPU of its own" if "measured" in many else "the costliest replica",
             "cycles_ratio": ratio(many["cycles_per_bind"], one["cycles_per_bind"]),
             "cpu_ms_per_bind_single": round(single_cpu, 3),
             "cpu_ms_per_bind_replicas": per_replica,
@@ -649,6 +660,13 @@ def costliest(phase: dict[str, Any]) -> dict[str, Any]:
     return max(phase["replicas"].values(), key=lambda r: r["cpu_ms_per_bind"] or 0.0)
 
 
+def subject(phase: dict[str, Any]) -> dict[str, Any]:
+    """The replica a sharded phase is compared by: under ``--placement apart`` the one on a CPU of
+    its own (the others share theirs with the dev cluster), else the costliest."""
+    measured = phase.get("measured")
+    return phase["replicas"][measured] if measured in phase["replicas"] else costliest(phase)
+
+
 def only(phase: dict[str, Any]) -> dict[str, Any]:
     """The one replica of a single-leader phase."""
     return next(iter(phase["replicas"].values()))
@@ -674,6 +692,7 @@ def table(document: dict[str, Any]) -> str:
     for i, p in enumerate(document["comparison"]["pairs"]):
         lines.append(f"pair {i}: cycles sharded/single {p['cycles_ratio']} (target <= 1.05); CPU/bind worst replica/single "
                      f"{p['cpu_ratio_worst_replica']}, mean {p['cpu_ratio_mean_replica']}, all replicas {p['cpu_ratio_total']} (target <= 1.1)")
+        lines.append(f"        'worst replica' here: {p['subject']}")
         if "cpu_ms_per_bind_alone" in p:
             lines.append(f"        its namespaces alone: {p['cpu_ms_per_bind_alone']} ms/bind; worst replica/alone "
                          f"{p['cpu_ratio_worst_replica_alone']} (the same work done as one of the replicas), alone/single "
@@ -710,10 +729,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait for the Runs to finish, seconds")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
-    parser.add_argument("--placement", choices=(*PLACEMENTS, "spread"), default="split",
+    parser.add_argument("--placement", choices=(*PLACEMENTS, "spread", "apart"), default="split",
                         help="split (default): every scheduler on one CPU, the dev cluster and this harness on the others; "
                              "spread: each replica a CPU of its own, as on a cluster's nodes (needs replicas + 1 CPUs, "
-                             "else split); shared: every process anywhere (the figures before this option)")
+                             "else split); apart: in the i-th pair, replica i (mod --replicas) on a CPU of its own and the "
+                             "others with the dev cluster, compared by that replica (two CPUs suffice; --repeat 4 measures "
+                             "each of four); shared: every process anywhere (the figures before this option)")
     args = parser.parse_args(argv)
     args.placement = Placement.of(args.placement, schedulers=args.replicas)
     args.placement.enter()
@@ -728,13 +749,13 @@ def main(argv: list[str] | None = None) -> int:
         alone: list[dict[str, Any]] = []
         if "pairs" in wanted:
             mixed = namespaces(MIXED_PODS)
-            for _ in range(args.repeat):
+            for index in range(args.repeat):
                 for label, replicas, bucket in (("single", 1, singles), ("sharded", args.replicas, sharded)):
                     print(f"# {label} ...", file=sys.stderr, flush=True)
-                    bucket.append(clean_phase(label, mixed, replicas, args, tmp))
+                    bucket.append(clean_phase(label, mixed, replicas, args, tmp, measured=index % replicas))
                     document["phases"].append(bucket[-1])
                 if "alone" in wanted:
-                    worst = costliest(sharded[-1])
+                    worst = subject(sharded[-1])
                     print(f"# alone ({len(worst['namespaces'])} namespaces) ...", file=sys.stderr, flush=True)
                     alone.append(clean_phase("alone", {ns: mixed[ns] for ns in worst["namespaces"]}, 1, args, tmp))
                     document["phases"].append(alone[-1])
