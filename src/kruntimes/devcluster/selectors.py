@@ -210,7 +210,16 @@ class FieldSelector:
         return frozenset(r.field for r in self.requirements)
 
     def matches(self, obj: Obj) -> bool:
-        return all((field_value(obj, r.field) == r.value) == r.equal for r in self.requirements)
+        # each field read once however many terms name it (a sharded replica's watch carries one
+        # ``metadata.namespace!=`` term per namespace it leaves out)
+        values: dict[str, str] = {}
+        for r in self.requirements:
+            value = values.get(r.field)
+            if value is None:
+                value = values[r.field] = field_value(obj, r.field)
+            if (value == r.value) != r.equal:
+                return False
+        return True
 
     def exact_name(self) -> str | None:
         """The name a ``metadata.name=X`` term pins, so a lookup can skip the scan."""
