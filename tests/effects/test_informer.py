@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -10,7 +11,15 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from kruntimes.effects.atom import Atom
-from kruntimes.effects.informer import Informer, OnEvent, Watched, watched_pods, watched_runs, watched_workspaces
+from kruntimes.effects.informer import (
+    Informer,
+    NamespaceScope,
+    OnEvent,
+    Watched,
+    watched_pods,
+    watched_runs,
+    watched_workspaces,
+)
 from kruntimes.effects.kube import ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
 from kruntimes.effects.workqueue import ExponentialDelay
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
@@ -445,3 +454,212 @@ def test_a_watch_that_fails_on_its_own_is_still_a_warning(caplog: pytest.LogCapt
     logged = _informer_logs(caplog)
     assert (logging.WARNING, "watch runs failed: transport (no response): IncompleteRead(0 bytes read)") in logged
     assert not any("requested relist" in message for _, message in logged)
+
+
+# --- one query for the namespaces a sharded replica holds (NamespaceScope) ---
+
+
+def in_namespace(obj: JSONObject, namespace: str) -> JSONObject:
+    meta = dict(obj["metadata"])  # type: ignore[call-overload]
+    meta["namespace"] = namespace
+    return {**obj, "metadata": meta}
+
+
+def scope_keeping(known: set[str], kept: Sequence[str]) -> NamespaceScope:
+    scope = NamespaceScope()
+    scope.know(frozenset(known))
+    for namespace in kept:
+        scope.keep(namespace)
+    return scope
+
+
+def test_the_api_server_is_asked_to_leave_out_every_namespace_known_and_not_kept() -> None:
+    scope = scope_keeping({"a", "b", "c", "d"}, ["a", "c"])
+    assert watched_runs(scope=scope).params == {"fieldSelector": "metadata.namespace!=b,metadata.namespace!=d"}
+    assert watched_pods(scope=scope).params == {"labelSelector": "runtime", "fieldSelector": "metadata.namespace!=b,metadata.namespace!=d"}
+    assert scope.drop("c") and scope.left_out() == {"b", "c", "d"}
+    assert not scope.drop("c"), "dropping what is not kept changes nothing"
+    assert scope.know(frozenset({"a", "b"})), "d is gone, c left out: the query changes"
+    assert not scope.know(frozenset({"a", "b"}))
+    scope.keep("e")  # not known (created since the last namespace list): nothing to leave out
+    assert watched_runs(scope=scope).params == {"fieldSelector": "metadata.namespace!=b"}
+    assert watched_runs(scope=scope_keeping({"a"}, ["a"])).params == {}, "nothing left out: no field selector"
+
+
+def test_objects_of_namespaces_not_kept_are_dropped_before_they_reach_the_state() -> None:
+    scope = scope_keeping({"a", "b"}, ["a"])
+    h = harness(
+        # the server answered with more than asked (a namespace created since the query was made)
+        [listing(in_namespace(run_json("x", "1"), "a"), in_namespace(run_json("y", "2"), "new"), rv="3")],
+        [[event("ADDED", in_namespace(run_json("z", "4"), "b")), event("ADDED", in_namespace(run_json("v", "5"), "a"))]],
+        watched_runs(scope=scope),
+    )
+    h.run()
+    assert h.kube.listed[0] == ("/apis/kruntimes.io/v1alpha1/runs", {"fieldSelector": "metadata.namespace!=b"})
+    assert h.kube.watch_params[0] == {"fieldSelector": "metadata.namespace!=b"}
+    assert sorted(str(run.key) for run in h.state.get().runs()) == ["a/v", "a/x"]
+    assert h.informer.malformed == 0, "left out is not malformed"
+    assert h.kube.watched_from[1] == "5", "an event dropped still moves the version on"
+
+
+def test_a_namespace_kept_later_is_listed_only_by_a_list_that_started_after_it() -> None:
+    scope = scope_keeping({"a", "b"}, ["a"])
+    box: list[Informer] = []
+    kept: list[int] = []
+
+    def on_event(old: ClusterState, new: ClusterState, ev: Event) -> None:
+        if ev.obj.name == "v" and not kept:  # the round takes b: keep it, then list again
+            scope.keep("b")
+            kept.append(scope.kept_at("b") or 0)
+            assert not box[0].listed(kept[0]), "the list before b was kept does not hold b"
+            box[0].request_relist()
+
+    h = harness(
+        [
+            listing(in_namespace(run_json("x", "1"), "a"), rv="3"),
+            listing(in_namespace(run_json("x", "1"), "a"), in_namespace(run_json("v", "4"), "a"),
+                    in_namespace(run_json("w", "2"), "b"), rv="6"),
+        ],
+        [[event("ADDED", in_namespace(run_json("v", "4"), "a"))], []],
+        watched_runs(scope=scope),
+        on_event=on_event,
+    )
+    box.append(h.informer)
+    h.run()
+    assert kept and h.informer.listed(kept[0])
+    assert h.kube.listed[1][1] == {}, "the second list no longer leaves b out"
+    assert sorted(str(run.key) for run in h.state.get().runs()) == ["a/v", "a/x", "b/w"]
+
+
+def test_a_namespace_dropped_is_forgotten_and_its_later_events_are_not_applied() -> None:
+    scope = scope_keeping({"a", "b"}, ["a", "b"])
+    box: list[Informer] = []
+    forgotten: list[int] = []
+    applied: list[tuple[str, str]] = []
+
+    def on_event(old: ClusterState, new: ClusterState, ev: Event) -> None:
+        applied.append((ev.type, ev.obj.name))
+        if ev.obj.name == "trigger" and not forgotten:  # the round lets b go
+            scope.drop("b")
+            forgotten.append(box[0].forget_namespace("b"))
+
+    h = harness(
+        [listing(in_namespace(run_json("x", "1"), "a"), in_namespace(run_json("y", "2"), "b"), rv="3")],
+        [[
+            event("ADDED", in_namespace(run_json("trigger", "4"), "a")),
+            event("MODIFIED", in_namespace(run_json("y", "5"), "b")),  # sent before the server heard
+            event("ADDED", in_namespace(run_json("z", "6"), "b")),
+        ]],
+        watched_runs(scope=scope),
+        on_event=on_event,
+    )
+    box.append(h.informer)
+    h.run()
+    assert forgotten == [1]
+    assert sorted(str(run.key) for run in h.state.get().runs()) == ["a/trigger", "a/x"]
+    assert applied == [("ADDED", "x"), ("ADDED", "y"), ("ADDED", "trigger"), ("DELETED", "y")]
+
+
+def test_forgetting_a_namespace_from_another_thread_leaves_none_of_it_behind() -> None:
+    """The round lets a namespace go while the informer applies a stream of its events."""
+    scope = scope_keeping({"a", "b"}, ["a", "b"])
+    stream: list[WatchEvent | KubeError] = [event("ADDED", in_namespace(run_json(f"r{i}", str(10 + i)), "b")) for i in range(3000)]
+    clock = FakeClock()
+    kube = FakeKube([listing(in_namespace(run_json("x", "1"), "a"), rv="3")], [stream], FakeSleeper(clock))
+    state = Atom(EMPTY_STATE)
+    informer = Informer(kube, watched_runs(scope=scope), state, clock=clock)
+    kube.informer = informer
+    thread = informer.start()
+    try:
+        assert wait_until(lambda: sum(1 for run in state.get().runs() if run.namespace == "b") >= 100, timeout=10)
+        scope.drop("b")
+        informer.forget_namespace("b")
+        assert not [run for run in state.get().runs() if run.namespace == "b"]
+    finally:
+        thread.join(timeout=10)
+    assert not [run for run in state.get().runs() if run.namespace == "b"], "an event decoded before the drop came back"
+    assert [str(run.key) for run in state.get().runs()] == ["a/x"]
+
+
+class HeldStream:
+    """A watch that yields its events, then stays open and quiet until interrupted (as a real one
+    does); one nobody interrupts fails after ``patience`` seconds."""
+
+    def __init__(self, events: Sequence[WatchEvent], patience: float = 5.0) -> None:
+        self._events = list(events)
+        self._interrupted = threading.Event()
+        self._patience = patience
+
+    def __iter__(self) -> HeldStream:
+        return self
+
+    def __next__(self) -> WatchEvent:
+        if self._events:
+            return self._events.pop(0)
+        if self._interrupted.wait(self._patience):
+            raise StopIteration
+        raise error("transport", 0)
+
+    def interrupt(self) -> None:
+        self._interrupted.set()
+
+
+@dataclass
+class HeldWatches(FakeKube):
+    """Each watch script is served as a :class:`HeldStream`."""
+
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        *,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+        params: Mapping[str, str] | None = None,
+    ) -> Iterator[WatchEvent]:
+        self.watched_from.append(resource_version)
+        self.watch_params.append(params)
+        if not self.watches:
+            self._exhausted()
+            return iter(())
+        return HeldStream([item for item in self.watches.pop(0) if not isinstance(item, KubeError)])
+
+
+def test_rewatch_opens_the_watch_again_from_the_version_seen_with_the_new_query_and_lists_nothing() -> None:
+    scope = scope_keeping({"a", "b"}, ["a", "b"])
+    clock = FakeClock()
+    sleeper = FakeSleeper(clock)
+    kube = HeldWatches(
+        [listing(in_namespace(run_json("x", "1"), "a"), rv="3")],
+        [[event("ADDED", in_namespace(run_json("v", "4"), "a"))], [event("ADDED", in_namespace(run_json("w", "7"), "a"))]],
+        sleeper,
+    )
+    state = Atom(EMPTY_STATE)
+
+    def on_event(old: ClusterState, new: ClusterState, ev: Event) -> None:
+        if ev.obj.name == "v" and scope.drop("b"):  # the round lets b go; the open watch still sends b
+            informer.forget_namespace("b")
+            informer.rewatch()
+        if ev.obj.name == "w":
+            informer.stop()
+
+    informer = Informer(kube, watched_runs(scope=scope), state, on_event, clock=clock, sleep=sleeper)
+    kube.informer = informer
+    informer.run()
+    assert kube.watch_params == [{}, {"fieldSelector": "metadata.namespace!=b"}]
+    assert kube.watched_from == ["3", "4"]
+    assert len(kube.listed) == 1, "a narrower query needs no list"
+    assert sleeper.sleeps == [], "a watch ended on purpose is no failure: no back-off"
+    assert sorted(str(run.key) for run in state.get().runs()) == ["a/v", "a/w", "a/x"]
+
+
+def test_the_listed_hook_runs_after_every_list_the_synced_hook_after_the_first_only() -> None:
+    calls: list[str] = []
+    clock = FakeClock()
+    sleeper = FakeSleeper(clock)
+    kube = FakeKube([listing(run_json("a", "1"), rv="2"), listing(run_json("a", "3"), rv="4")], [[error("gone", 410)]], sleeper)
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, sleep=sleeper,
+                        on_synced=lambda: calls.append("synced"), on_listed=lambda: calls.append("listed"))
+    kube.informer = informer
+    informer.run()
+    assert calls == ["synced", "listed", "listed"]

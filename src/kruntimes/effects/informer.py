@@ -159,6 +159,74 @@ def _intern_field(obj: dict[str, object], key: str) -> None:
         obj[key] = sys.intern(value)
 
 
+class NamespaceScope:
+    """The namespaces a sharded replica's cluster-wide informers keep (thread-safe).
+
+    The API server leaves out the namespaces the replica knows and does not keep: its lists and
+    watches carry one ``metadata.namespace!=NS`` field selector term per such namespace (the terms
+    are ANDed; a field selector cannot name a set to keep). A namespace it does not know yet (one
+    created since the last namespace list, or outside ``--namespace``) still arrives, and the
+    informer drops it before decoding. Each namespace kept records the generation it was kept at:
+    a list that started at that generation or later holds it (``Informer.listed``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, int] = {}
+        self._known: frozenset[str] = frozenset()
+        self._generation = 0
+
+    def keeps(self, namespace: str) -> bool:
+        return namespace in self._kept  # one dict lookup: read without the lock, on every event
+
+    def kept_at(self, namespace: str) -> int | None:
+        """The generation ``namespace`` was kept at; ``None`` when it is not kept."""
+        with self._lock:
+            return self._kept.get(namespace)
+
+    @property
+    def generation(self) -> int:
+        with self._lock:
+            return self._generation
+
+    def keep(self, namespace: str) -> None:
+        with self._lock:
+            if namespace not in self._kept:
+                self._generation += 1
+                kept = dict(self._kept)
+                kept[namespace] = self._generation
+                self._kept = kept  # replaced, never changed: ``keeps`` reads it without the lock
+
+    def drop(self, namespace: str) -> bool:
+        """Keep ``namespace`` no more; ``True`` when the API server should now leave it out (it is
+        known), so the informers watch again with the narrower selector."""
+        with self._lock:
+            if namespace not in self._kept:
+                return False
+            self._kept = {ns: at for ns, at in self._kept.items() if ns != namespace}
+            return namespace in self._known
+
+    def know(self, namespaces: frozenset[str]) -> bool:
+        """The namespaces that exist (or that the replica shares); ``True`` when what the API
+        server should leave out changed."""
+        with self._lock:
+            before = self._left_out()
+            self._known = namespaces
+            return self._left_out() != before
+
+    def left_out(self) -> frozenset[str]:
+        """What the field selector excludes: known and not kept."""
+        with self._lock:
+            return self._left_out()
+
+    def _left_out(self) -> frozenset[str]:
+        return self._known.difference(self._kept)
+
+    def field_selector(self) -> str:
+        """``metadata.namespace!=A,metadata.namespace!=B,...`` (namespace names need no escaping)."""
+        return ",".join(f"metadata.namespace!={namespace}" for namespace in sorted(self.left_out()))
+
+
 @dataclass(frozen=True, slots=True)
 class Watched:
     """One kind of object an informer keeps in the ClusterState."""
@@ -171,6 +239,8 @@ class Watched:
     label_selector: str | None = None
     transform: Transform | None = None
     """Applied to every raw object before ``decode`` (``slim_run``)."""
+    scope: NamespaceScope | None = None
+    """All namespaces (``namespace`` is ``None``) but only those the scope keeps."""
 
     @property
     def path(self) -> str:
@@ -178,20 +248,37 @@ class Watched:
 
     @property
     def params(self) -> dict[str, str]:
-        return {"labelSelector": self.label_selector} if self.label_selector else {}
+        """The list's and the watch's query: read at every list and watch (the scope changes)."""
+        params = {"labelSelector": self.label_selector} if self.label_selector else {}
+        if self.scope is not None:
+            fields = self.scope.field_selector()
+            if fields:
+                params["fieldSelector"] = fields
+        return params
 
 
-def watched_runs(namespace: str | None = None) -> Watched:
-    return Watched("runs", RUNS, decode_run, namespace, transform=slim_run)
+def watched_runs(namespace: str | None = None, scope: NamespaceScope | None = None) -> Watched:
+    return Watched("runs", RUNS, decode_run, namespace, transform=slim_run, scope=scope)
 
 
-def watched_pods(namespace: str | None = None) -> Watched:
+def watched_pods(namespace: str | None = None, scope: NamespaceScope | None = None) -> Watched:
     """Only pods that carry a ``runtime`` label: the selector is the label's existence."""
-    return Watched("pods", PODS, decode_pod, namespace, label_selector=RUNTIME_LABEL)
+    return Watched("pods", PODS, decode_pod, namespace, label_selector=RUNTIME_LABEL, scope=scope)
 
 
-def watched_workspaces(namespace: str | None = None) -> Watched:
-    return Watched("workspaces", WORKSPACES, decode_workspace, namespace)
+def watched_workspaces(namespace: str | None = None, scope: NamespaceScope | None = None) -> Watched:
+    return Watched("workspaces", WORKSPACES, decode_workspace, namespace, scope=scope)
+
+
+def _namespace_of(raw: object) -> str | None:
+    """A raw object's ``metadata.namespace``, before it is decoded (``None`` if it has none)."""
+    if isinstance(raw, dict):
+        meta = raw.get("metadata")
+        if isinstance(meta, dict):
+            namespace = meta.get("namespace")
+            if isinstance(namespace, str):
+                return namespace
+    return None
 
 
 def _name_of(raw: object) -> str:
@@ -217,9 +304,12 @@ class Informer:
         backoff: ExponentialDelay = RECONNECT_BACKOFF,
         watch_timeout: int = 300,
         on_synced: Callable[[], None] | None = None,
+        on_listed: Callable[[], None] | None = None,
     ) -> None:
         self._kube = kube
         self._on_synced = on_synced
+        self._on_listed = on_listed
+        """Called on the informer's thread after every list is applied (the first one too)."""
         """Called once, on the informer's thread, right after the first list is applied."""
         self._watched = watched
         self._state = state
@@ -243,6 +333,12 @@ class Informer:
         self._relist_served = 0
         """The newest ticket a completed list has served."""
         self._wake = threading.Event()
+        self._rewatch_asked = False
+        """``rewatch`` interrupted the open watch (guarded by ``_stream_lock``)."""
+        self._emit_lock = threading.RLock()
+        """Held while an event or a list is applied, so ``forget_namespace`` cannot interleave."""
+        self._listed_generation = -1
+        """The scope's generation when the last completed list started."""
         self.malformed = 0
         """Objects skipped because they could not be decoded."""
         self.relists = 0
@@ -313,6 +409,33 @@ class Informer:
             self._emit("DELETED", obj)
         return len(gone)
 
+    def listed(self, generation: int) -> bool:
+        """A list that started once the scope was at ``generation`` (or later) has been applied."""
+        return self._listed_generation >= generation
+
+    def rewatch(self) -> None:
+        """Open the watch again from the last version seen, with the query as it is now (a scope
+        that leaves out more); unlike ``request_relist``, nothing is listed."""
+        with self._stream_lock:
+            self._rewatch_asked = True
+            stream = self._stream
+        if isinstance(stream, Interruptible):
+            stream.interrupt()
+
+    def forget_namespace(self, namespace: str) -> int:
+        """Emit a ``DELETED`` event for every object of ``namespace`` this informer applied (its
+        scope dropped it first, so none is applied again); how many. Safe while the loop runs."""
+        with self._emit_lock:
+            gone = list(self._known.get(namespace, {}).values())
+            for obj in gone:
+                self._emit_locked("DELETED", obj)
+        return len(gone)
+
+    def _take_rewatch(self) -> bool:
+        with self._stream_lock:
+            asked, self._rewatch_asked = self._rewatch_asked, False
+            return asked
+
     def _relist_wanted(self) -> bool:
         with self._stream_lock:
             return self._relist_served < self._relist_asked
@@ -353,35 +476,56 @@ class Informer:
         """Relist and apply the difference; ``None`` on success."""
         with self._stream_lock:
             serving = self._relist_asked
+        scope = self._watched.scope
+        generation = -1 if scope is None else scope.generation  # before the query is read
+        params = self._watched.params
         seen: dict[tuple[str, str], Object] = {}
         version = ""
         pages = getattr(self._kube, "list_pages", None)  # kube.Kube has it; a scripted fake may not
         if callable(pages):
-            for page in pages(self._watched.path, self._watched.params):
+            for page in pages(self._watched.path, params):
                 body = page.value_or(None)
                 if body is None:
                     error = page.failure()
                     log.warning("list %s failed: %s", self.kind, error)
                     return cast(ApiError, error)
                 for raw in body[0]:
-                    obj = self._decode(raw)
+                    obj = self._decode_kept(raw)
                     if obj is not None:
                         seen[(obj.namespace, obj.name)] = obj
                 version = body[1] or version
         else:
-            result = self._kube.list(self._watched.path, self._watched.params)
+            result = self._kube.list(self._watched.path, params)
             listed = result.value_or(None)
             if listed is None:
                 error = result.failure()
                 log.warning("list %s failed: %s", self.kind, error)
                 return error
             for raw in listed[0]:
-                obj = self._decode(raw)
+                obj = self._decode_kept(raw)
                 if obj is not None:
                     seen[(obj.namespace, obj.name)] = obj
             version = listed[1]
         if self._synced.is_set():
             self.relists += 1
+        with self._emit_lock:
+            self._apply_list(seen)
+        self._version = version
+        self._failures = 0
+        self._listed_generation = generation
+        first = not self._synced.is_set()
+        self._synced.set()
+        if first and self._on_synced is not None:
+            self._on_synced()
+        if self._on_listed is not None:
+            self._on_listed()
+        with self._relisted:
+            self._relist_served = max(self._relist_served, serving)
+            self._relisted.notify_all()
+        return None
+
+    def _apply_list(self, seen: Mapping[tuple[str, str], Object]) -> None:
+        """The difference between a list and what this informer applied, as events."""
         for (namespace, name), obj in seen.items():
             known = self._known.get(namespace)
             before = None if known is None else known.get(name)
@@ -397,16 +541,6 @@ class Informer:
         ]
         for obj in gone:
             self._emit("DELETED", obj)
-        self._version = version
-        self._failures = 0
-        first = not self._synced.is_set()
-        self._synced.set()
-        if first and self._on_synced is not None:
-            self._on_synced()
-        with self._relisted:
-            self._relist_served = max(self._relist_served, serving)
-            self._relisted.notify_all()
-        return None
 
     def _watch(self) -> Literal["stopped", "gone", "ended"] | ApiError:
         started = self._clock()
@@ -424,6 +558,9 @@ class Informer:
                     return "stopped"
                 if self._relist_served < self._relist_asked:
                     return "ended"  # a relist was asked for before this stream could be interrupted
+                if self._rewatch_asked:
+                    self._rewatch_asked = False
+                    return "ended"  # asked to watch with a newer query before this one opened
                 self._stream = stream
             for event in stream:
                 events += 1
@@ -438,6 +575,9 @@ class Informer:
                 # request_relist interrupted this stream; the loop lists next, as asked
                 log.debug("watch %s interrupted for a requested relist", self.kind)
                 return "ended"
+            if self._take_rewatch():
+                log.debug("watch %s interrupted to watch with a new query", self.kind)
+                return "ended"
             if problem.error.kind == "gone":
                 log.info("watch %s: resourceVersion %s expired; relisting", self.kind, self._version)
                 return "gone"
@@ -446,6 +586,8 @@ class Informer:
         finally:
             with self._stream_lock:
                 self._stream = None
+        if self._take_rewatch():
+            return "ended"  # interrupted on purpose, however soon
         if events == 0 and self._clock() - started < MIN_WATCH_SECONDS:
             return ApiError("bad_response", 200, "", "watch ended at once without events")
         return "ended"
@@ -470,7 +612,7 @@ class Informer:
             if version:
                 self._version = version
             return
-        obj = self._decode(event.object)
+        obj = self._decode_kept(event.object)
         if version:
             self._version = version
         if obj is None:
@@ -480,6 +622,15 @@ class Informer:
             self._emit("DELETED", obj)
         else:
             self._emit(event.type, obj)
+
+    def _decode_kept(self, raw: object) -> Object | None:
+        """``_decode``, or ``None`` for an object of a namespace the scope does not keep."""
+        scope = self._watched.scope
+        if scope is not None:
+            namespace = _namespace_of(raw)
+            if namespace is None or not scope.keeps(namespace):
+                return None
+        return self._decode(raw)
 
     def _decode(self, raw: object) -> Object | None:
         transform = self._watched.transform
@@ -492,6 +643,17 @@ class Informer:
         return None
 
     def _emit(self, type_: EventType, obj: Object) -> None:
+        scope = self._watched.scope
+        if scope is None:
+            self._emit_locked(type_, obj)
+            return
+        with self._emit_lock:
+            # dropped since it was decoded: ``forget_namespace`` ran, or runs next; never add it back
+            if type_ != "DELETED" and not scope.keeps(obj.namespace):
+                return
+            self._emit_locked(type_, obj)
+
+    def _emit_locked(self, type_: EventType, obj: Object) -> None:
         if type_ == "DELETED":
             known = self._known.get(obj.namespace)
             if known is not None:
