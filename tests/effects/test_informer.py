@@ -16,14 +16,16 @@ from kruntimes.effects.informer import (
     NamespaceScope,
     OnEvent,
     Watched,
+    slim_run,
     watched_pods,
     watched_runs,
     watched_workspaces,
 )
-from kruntimes.effects.kube import ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
+from kruntimes.effects.kube import RUNS, ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
 from kruntimes.effects.workqueue import ExponentialDelay
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
-from kruntimes.pure.model.objects import RunKey
+from kruntimes.pure.model.objects import Object, RunKey
+from kruntimes.pure.readers.kube import DecodeError, decode_run
 from tests.effects.fakes import FakeClock, FakeSleeper
 from tests.polling import wait_until
 
@@ -651,6 +653,27 @@ def test_rewatch_opens_the_watch_again_from_the_version_seen_with_the_new_query_
     assert len(kube.listed) == 1, "a narrower query needs no list"
     assert sleeper.sleeps == [], "a watch ended on purpose is no failure: no back-off"
     assert sorted(str(run.key) for run in state.get().runs()) == ["a/v", "a/w", "a/x"]
+
+
+def test_a_relist_decodes_only_the_objects_whose_version_changed() -> None:
+    """A new leader's fresh read, a 410 relist and a sharded take list everything again: what the
+    informer already applied at the same resourceVersion is taken as it is, not decoded again."""
+    decoded: list[str] = []
+
+    def counting(raw: object) -> Result[Object, DecodeError]:
+        decoded.append(str(raw["metadata"]["name"]))  # type: ignore[index]
+        return decode_run(raw)
+
+    watched = Watched("runs", RUNS, counting, transform=slim_run)
+    h = harness(
+        [listing(run_json("a", "1"), run_json("b", "2"), rv="3"), listing(run_json("a", "1"), run_json("b", "5"), run_json("c", "6"), rv="7")],
+        [[error("gone", 410)]],
+        watched,
+    )
+    h.run()
+    assert decoded == ["a", "b", "b", "c"]
+    assert sorted((run.name, run.resource_version) for run in h.state.get().runs()) == [("a", "1"), ("b", "5"), ("c", "6")]
+    assert kinds(h)[2:] == [("MODIFIED", "b"), ("ADDED", "c")]
 
 
 def test_the_listed_hook_runs_after_every_list_the_synced_hook_after_the_first_only() -> None:

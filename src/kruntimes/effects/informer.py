@@ -490,7 +490,7 @@ class Informer:
                     log.warning("list %s failed: %s", self.kind, error)
                     return cast(ApiError, error)
                 for raw in body[0]:
-                    obj = self._decode_kept(raw)
+                    obj = self._listed(raw)
                     if obj is not None:
                         seen[(obj.namespace, obj.name)] = obj
                 version = body[1] or version
@@ -502,7 +502,7 @@ class Informer:
                 log.warning("list %s failed: %s", self.kind, error)
                 return error
             for raw in listed[0]:
-                obj = self._decode_kept(raw)
+                obj = self._listed(raw)
                 if obj is not None:
                     seen[(obj.namespace, obj.name)] = obj
             version = listed[1]
@@ -622,6 +622,20 @@ class Informer:
             self._emit("DELETED", obj)
         else:
             self._emit(event.type, obj)
+
+    def _listed(self, raw: object) -> Object | None:
+        """A listed object: the one already applied when its resourceVersion is the same (a relist,
+        a new leader's fresh read, a sharded take, decodes only what changed), else decoded."""
+        if isinstance(raw, dict):
+            meta = raw.get("metadata")
+            if isinstance(meta, dict):
+                namespace, name = meta.get("namespace"), meta.get("name")
+                known = self._known.get(namespace) if isinstance(namespace, str) else None
+                before = known.get(name) if known is not None and isinstance(name, str) else None
+                if before is not None and before.resource_version == meta.get("resourceVersion"):
+                    scope = self._watched.scope
+                    return before if scope is None or scope.keeps(before.namespace) else None
+        return self._decode_kept(raw)
 
     def _decode_kept(self, raw: object) -> Object | None:
         """``_decode``, or ``None`` for an object of a namespace the scope does not keep."""
