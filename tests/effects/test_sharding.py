@@ -26,8 +26,14 @@ class Host:
     calls: list[tuple[str, str]] = field(default_factory=list)
     busy: set[str] = field(default_factory=set)
 
+    def namespaces_known(self, namespaces: frozenset[str]) -> None:
+        pass
+
     def watch_namespace(self, namespace: str) -> None:
         self.calls.append(("watch", namespace))
+
+    def settle(self) -> None:
+        pass
 
     def namespace_synced(self, namespace: str) -> bool:
         return True

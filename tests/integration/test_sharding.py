@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
+import pytest
+
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import LEASES, Kube
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
@@ -26,8 +28,23 @@ def _namespaces(kube: Kube) -> None:
             make_pod(kube, f"pod-{i}", "python", namespace=namespace)
 
 
-def _replica(start: SchedulerFactory, identity: str) -> Scheduler:
-    return start(identity=identity, leader_election=SHARDING, shard_group="test", namespaces=NAMESPACES)
+SCOPES = pytest.mark.parametrize("listed", [True, False], ids=["with-namespace-flags", "every-namespace"])
+"""Replicas given the namespaces (``--namespace``: a watch of each per kind), or sharing every
+namespace the API server lists (one query per kind that leaves out what a replica does not hold)."""
+
+
+def _replica(start: SchedulerFactory, identity: str, listed: bool = True) -> Scheduler:
+    if listed:
+        return start(identity=identity, leader_election=SHARDING, shard_group="test", namespaces=NAMESPACES)
+    return start(identity=identity, leader_election=SHARDING, shard_group="test")
+
+
+def _universe(kube: Kube, listed: bool) -> frozenset[str]:
+    """What the replicas share: the listed namespaces, or every one (the four a new cluster has too)."""
+    if listed:
+        return frozenset(NAMESPACES)
+    items, _ = kube.list("/api/v1/namespaces").unwrap()
+    return frozenset(str(at(item, "metadata", "name")) for item in items)
 
 
 def _owners(kube: Kube) -> dict[str, str]:
@@ -48,31 +65,39 @@ def _status_writers(cluster: DevCluster) -> dict[str, set[str]]:
     return writers
 
 
-def _all_open(*replicas: Scheduler) -> bool:
+def _all_open(*replicas: Scheduler, universe: frozenset[str] = frozenset(NAMESPACES)) -> bool:
     owned = [r.shard.owned for r in replicas if r.shard is not None]
-    return sorted(ns for group in owned for ns in group) == sorted(NAMESPACES)
+    return sorted(ns for group in owned for ns in group) == sorted(universe)
 
 
-def _split(kube: Kube, start: SchedulerFactory) -> tuple[Scheduler, Scheduler, ShardMember, ShardMember]:
-    """Four namespaces, replicas alpha and beta, once they hold two each."""
+def _split(
+    kube: Kube, start: SchedulerFactory, listed: bool = True
+) -> tuple[Scheduler, Scheduler, ShardMember, ShardMember]:
+    """Four namespaces with pods (eight in all without ``--namespace``), replicas alpha and beta,
+    once they hold half each."""
     _namespaces(kube)
-    alpha, beta = _replica(start, "alpha"), _replica(start, "beta")
+    universe = _universe(kube, listed)
+    alpha, beta = _replica(start, "alpha", listed), _replica(start, "beta", listed)
     a_shard, b_shard = alpha.shard, beta.shard
     assert a_shard is not None and b_shard is not None
-    # alpha may take all four before beta joins; then gives beta its share (at most ceil(4 / 2) each)
+    # alpha may take all before beta joins; then gives beta its share (at most ceil(n / 2) each)
+    half = len(universe) // 2
     assert wait_until(
-        lambda: _all_open(alpha, beta) and len(a_shard.owned) == len(b_shard.owned) == 2, timeout=15
+        lambda: _all_open(alpha, beta, universe=universe) and len(a_shard.owned) == len(b_shard.owned) == half, timeout=15
     ), "the namespaces were not split"
     return alpha, beta, a_shard, b_shard
 
 
+@SCOPES
 def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
-    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
+    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory, listed: bool
 ) -> None:
-    alpha, beta, _, _ = _split(bare_kube, bare_scheduler)
+    alpha, beta, _, _ = _split(bare_kube, bare_scheduler, listed)
     for replica in (alpha, beta):  # each watches only its own namespaces
         assert replica.shard is not None
-        assert {pod.namespace for pod in replica.state.get().pods()} == replica.shard.owned
+        assert {pod.namespace for pod in replica.state.get().pods()} == replica.shard.owned & set(NAMESPACES)
+        # a watch per kind and namespace held with --namespace; three in all without
+        assert len(replica.informers) == (3 * len(replica.shard.owned) if listed else 3)
     for namespace in NAMESPACES:
         for i in range(3):
             create_run(bare_kube, f"run-{i}", namespace=namespace)
@@ -117,15 +142,17 @@ def test_replicas_share_one_event_budget_rather_than_each_spending_all_of_it(
         time.sleep(0.1)
 
 
+@SCOPES
 def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_there(
-    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory
+    bare_cluster: DevCluster, bare_kube: Kube, bare_scheduler: SchedulerFactory, listed: bool
 ) -> None:
-    alpha, beta, a_shard, b_shard = _split(bare_kube, bare_scheduler)
-    moved = sorted(b_shard.owned)
+    alpha, beta, a_shard, b_shard = _split(bare_kube, bare_scheduler, listed)
+    moved = sorted(b_shard.owned & set(NAMESPACES))  # the namespaces with pods
+    assert moved, "beta holds none of the namespaces with pods"
     assert beta.stop(timeout=10)
     stopped = time.monotonic()
     assert bare_kube.get(LEASES.path("default", "test-member-beta")).failure().kind == "not_found"
-    assert wait_until(lambda: alpha.shard is not None and alpha.shard.owned == frozenset(NAMESPACES), timeout=10)
+    assert wait_until(lambda: alpha.shard is not None and alpha.shard.owned == _universe(bare_kube, listed), timeout=10)
     # released, not expired: taken well within the 2 s lease duration
     assert time.monotonic() - stopped < SHARDING.lease_duration
     assert all(owner == "alpha" for owner in _owners(bare_kube).values())

@@ -46,14 +46,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter, unwritable
 from kruntimes.effects.events import EventRecorder, EventSettings
-from kruntimes.effects.informer import Informer, watched_pods, watched_runs, watched_workspaces
+from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
 from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
 from kruntimes.effects.secureserving import SecureServingOptions, secure_serving
@@ -324,7 +324,13 @@ class Scheduler:
         )
         self._shard: ShardMember | None = None
         self._by_namespace: dict[str, tuple[Informer, ...]] = {}
-        """Sharded mode: the informers of each namespace this replica takes or owns."""
+        """Sharded mode with ``--namespace``: the informers of each namespace this replica takes or owns."""
+        self._scope: NamespaceScope | None = None
+        """Sharded mode over every namespace: what the three cluster-wide informers keep."""
+        self._scoped: tuple[Informer, ...] = ()
+        """Those informers (started by the first round that takes a namespace)."""
+        self._scope_change: Literal["", "rewatch", "relist"] = ""
+        """What the round's calls ask of them at ``settle`` (guarded by ``_lock``)."""
         self._in_flight: dict[str, int] = {}
         """Sharded mode: cycles running now, by namespace (a namespace is let go when it has none)."""
         election = options.leader_election
@@ -344,6 +350,11 @@ class Scheduler:
                 on_handoff=self._metrics.count_handoff,
             )
             self._informers: tuple[Informer, ...] = ()
+            if not options.namespaces:
+                # one query for every namespace held (the API server leaves the others out): three
+                # watches per replica, not three per namespace (docs/architecture.md, "Sharded mode")
+                self._scope = NamespaceScope()
+                self._scoped = self._informers_of(None, self._scope)
         else:
             namespaces: tuple[str | None, ...] = options.namespaces or (None,)
             self._informers = tuple(
@@ -375,16 +386,21 @@ class Scheduler:
         self.results: Callable[[CycleResult], None] | None = None
         """A hook called with every cycle's result (tests and the demo); must be quick."""
 
-    def _informers_of(self, namespace: str | None) -> tuple[Informer, ...]:
-        """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all."""
+    def _informers_of(self, namespace: str | None, scope: NamespaceScope | None = None) -> tuple[Informer, ...]:
+        """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all (those
+        ``scope`` keeps, when given)."""
+        # one query for every namespace held lists again at each take: each list may open one
         return tuple(
-            Informer(self._kube, watched(namespace), self.state, self._on_event, watch_timeout=self._options.watch_timeout,
-                     on_synced=self._synced_one)
+            Informer(self._kube, watched(namespace, scope), self.state, self._on_event,
+                     watch_timeout=self._options.watch_timeout,
+                     on_synced=None if scope is not None else self._synced_one,
+                     on_listed=self._synced_one if scope is not None else None)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
 
     def _synced_one(self) -> None:
-        """An informer's first list is in: in sharded mode its namespace may open now."""
+        """An informer's list is in (its first, or with one query for every namespace held, any):
+        in sharded mode a namespace may open now."""
         shard = self._shard
         if shard is not None:
             shard.nudge()
@@ -796,7 +812,46 @@ class Scheduler:
 
     # --- sharded mode: what the membership asks of one namespace (effects.sharding.NamespaceHost) ---
 
+    def namespaces_known(self, namespaces: frozenset[str]) -> None:
+        scope = self._scope
+        if scope is not None and scope.know(namespaces):
+            with self._lock:
+                self._scope_change = self._scope_change or "rewatch"
+
+    def settle(self) -> None:
+        scope = self._scope
+        if scope is None:
+            return
+        with self._lock:
+            change, self._scope_change = self._scope_change, ""
+            if self._stopping.is_set() or not change:
+                return
+            start = not self._informers
+            if start:
+                if change != "relist":
+                    return  # nothing kept yet: nothing to watch
+                self._informers = self._scoped
+        if start:
+            self._metrics.watch_informers(self._informers)
+            for informer in self._informers:
+                informer.start()
+            return
+        for informer in self._informers:
+            if change == "relist":
+                informer.request_relist()  # the new query, and a consistent read of what it adds
+            else:
+                informer.rewatch()  # the new query from the version already seen: it only leaves out more
+
     def watch_namespace(self, namespace: str) -> None:
+        scope = self._scope
+        if scope is not None:
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                if scope.kept_at(namespace) is None:
+                    scope.keep(namespace)
+                    self._scope_change = "relist"
+            return
         with self._lock:
             if namespace in self._by_namespace or self._stopping.is_set():
                 return
@@ -808,6 +863,11 @@ class Scheduler:
             informer.start()
 
     def namespace_synced(self, namespace: str) -> bool:
+        scope = self._scope
+        if scope is not None:
+            kept = scope.kept_at(namespace)
+            scoped = self._informers
+            return kept is not None and bool(scoped) and all(informer.listed(kept) for informer in scoped)
         informers = self._by_namespace.get(namespace)
         return informers is not None and all(informer.has_synced() for informer in informers)
 
@@ -831,6 +891,16 @@ class Scheduler:
         return cycling or self._events.writing(namespace)
 
     def unwatch_namespace(self, namespace: str) -> None:
+        scope = self._scope
+        if scope is not None:
+            narrower = scope.drop(namespace)
+            for informer in self._informers:
+                informer.forget_namespace(namespace)
+            if narrower:
+                with self._lock:
+                    self._scope_change = self._scope_change or "rewatch"
+            self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
+            return
         with self._lock:
             informers = self._by_namespace.pop(namespace, ())
             self._informers = tuple(i for group in self._by_namespace.values() for i in group)

@@ -100,13 +100,24 @@ class ShardApi(Protocol):
 
 
 class NamespaceHost(Protocol):
-    """What a member asks of the scheduler for one namespace (``runner.Scheduler``)."""
+    """What a member asks of the scheduler for one namespace (``runner.Scheduler``).
+
+    A round calls ``namespaces_known`` first, then ``watch_namespace`` / ``unwatch_namespace`` for
+    what it takes and lets go, then ``settle`` once, so a host that watches every namespace it holds
+    through one query lists (or watches again) once a round, not once a namespace."""
+
+    def namespaces_known(self, namespaces: frozenset[str]) -> None:
+        """The namespaces the group shares, as this round listed them."""
 
     def watch_namespace(self, namespace: str) -> None:
-        """Start its informers (their first list is a consistent read)."""
+        """Watch it (a consistent read of it follows, by the round's ``settle`` at the latest)."""
+
+    def settle(self) -> None:
+        """The round's ``watch_namespace`` and ``unwatch_namespace`` calls are over: start the
+        lists and watches they ask for."""
 
     def namespace_synced(self, namespace: str) -> bool:
-        """Its informers' first lists are applied."""
+        """A list of it that started after ``watch_namespace`` is applied."""
         ...
 
     def open_namespace(self, namespace: str) -> None:
@@ -120,7 +131,7 @@ class NamespaceHost(Protocol):
         ...
 
     def unwatch_namespace(self, namespace: str) -> None:
-        """Stop its informers and forget its objects."""
+        """Stop watching it and forget its objects (gone from the state when this returns)."""
 
 
 @dataclass(slots=True)
@@ -475,6 +486,7 @@ class ShardMember:
         assignments = self._assignments()
         if assignments is None:
             return
+        self._host.namespaces_known(frozenset(universe))
         me = self._config.identity
         desired = sharding.owned_by(sharding.assign(universe, live), me)
         self._desired = desired
@@ -498,6 +510,7 @@ class ShardMember:
                 self._syncing.add(namespace)
                 self._host.watch_namespace(namespace)
                 self._on_handoff("acquired")
+        self._host.settle()
         self._open_synced()
 
     def _open_synced(self) -> None:
