@@ -15,7 +15,9 @@ Phases:
   once it leads, a burst of Runs (5 per slot, 1 slot each) in every namespace; until every Run
   has Succeeded. Namespaces of *mixed* sizes: 1, 1, 1, 2, 2, 3, 5, 8 pods, repeated.
 * ``sharded``: the same workload, four replicas ``--shard-by-namespace --shard-group bench`` sharing
-  exactly those 40 namespaces (``--namespace`` each); the burst starts once a live replica holds every
+  every namespace the API server lists (the 40, the Lease namespace and the four a new cluster has;
+  each replica watches what it holds through one query per kind), or with ``--namespace-flags``
+  exactly the 40 (``--namespace`` each: a watch per namespace and kind); the burst starts once a live replica holds every
   namespace. ``single`` and ``sharded`` alternate, ``--repeat`` times each.
 * ``alone`` (with ``pairs``): after each ``sharded``, one single-leader scheduler given only the
   namespaces of the replica that spent the most CPU per bind, the same burst in them. It separates
@@ -184,6 +186,9 @@ class Fleet:
     every: list[Replica] = field(default_factory=list)
     generation: int = 0
     placement: Placement | None = None
+    listed: bool = False
+    """Sharded replicas get the namespaces with ``--namespace`` (a watch per namespace and kind);
+    else they share every namespace the API server lists (three watches each), as deployed."""
 
     def start(self, slot: int) -> Replica:
         self.generation += 1
@@ -199,7 +204,7 @@ class Fleet:
         ]
         if self.sharded:
             argv += ["--shard-by-namespace", "--shard-group", GROUP]
-            for ns in self.namespaces:
+            for ns in self.namespaces if self.listed else ():
                 argv += ["--namespace", ns]
         log = open(self.tmp / f"scheduler-{identity}.log", "wb")  # noqa: SIM115 (the process owns it)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -264,13 +269,15 @@ def shard_leases(http: Http) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def wait_balanced(http: Http, fleet: Fleet, timeout: float) -> bool:
-    """Every namespace held by a live replica, none holding more than its share (ceil(N / live))."""
+    """Every namespace shared held by a live replica, none holding more than its share (ceil(N / live));
+    shared: the benchmark's, or (without ``--namespace``) every namespace the API server lists."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         live = fleet.live_identities()
         holders, _ = shard_leases(http)
-        per = Counter(holders.get(ns, "") for ns in fleet.namespaces)
-        bound = -(-len(fleet.namespaces) // max(len(live), 1))
+        shared = fleet.namespaces if fleet.listed else [str(ns["metadata"]["name"]) for ns in http.ok("GET", "/api/v1/namespaces")["items"]]
+        per = Counter(holders.get(ns, "") for ns in shared)
+        bound = -(-len(shared) // max(len(live), 1))
         if set(per) <= live and all(n <= bound for n in per.values()):
             return True
         time.sleep(0.2)
@@ -385,7 +392,8 @@ def clean_phase(label: str, sizes: dict[str, int], replicas: int, args: argparse
     Under ``--placement apart`` the replica of slot ``measured`` is the one on a CPU of its own."""
     server = start_server(tmp, sizes, label)
     placement: Placement = args.placement.measuring(measured)
-    fleet = Fleet(server.kubeconfig, tmp, args.lease, replicas > 1, sorted(sizes), placement=placement)
+    fleet = Fleet(server.kubeconfig, tmp, args.lease, replicas > 1, sorted(sizes), placement=placement,
+                  listed=args.namespace_flags)
     try:
         http = Http(server.url)
         for ns, pods in sizes.items():
@@ -431,7 +439,8 @@ def chaos_phase(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
     sizes = namespaces(MIXED_PODS)
     server = start_server(tmp, sizes, "chaos")
-    fleet = Fleet(server.kubeconfig, tmp, args.lease, True, sorted(sizes), placement=args.placement)
+    fleet = Fleet(server.kubeconfig, tmp, args.lease, True, sorted(sizes), placement=args.placement,
+                  listed=args.namespace_flags)
     rng = random.Random(args.seed)
     duration, _, retry = args.lease
     stop = threading.Event()
@@ -729,6 +738,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait for the Runs to finish, seconds")
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--namespace-flags", action="store_true",
+                        help="give the sharded replicas the 40 namespaces with --namespace (a watch per namespace and "
+                             "kind) instead of sharing every namespace the API server lists (three watches per replica)")
     parser.add_argument("--placement", choices=(*PLACEMENTS, "spread", "apart"), default="split",
                         help="split (default): every scheduler on one CPU, the dev cluster and this harness on the others; "
                              "spread: each replica a CPU of its own, as on a cluster's nodes (needs replicas + 1 CPUs, "
@@ -772,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
             document["chaos"] = chaos
     document["settings"] = {"lease": args.lease, "replicas": args.replicas, "cycles": args.cycles, "trickle": args.trickle,
                             "repeat": args.repeat, "workers": WORKERS, "namespaces": NAMESPACES,
-                            "placement": args.placement.describe()}
+                            "placement": args.placement.describe(), "namespace_flags": args.namespace_flags}
     document["wall_seconds"] = round(time.monotonic() - began, 1)
     document["loadavg_at_end"] = os.getloadavg()
     text = json.dumps(document, indent=1)
