@@ -80,6 +80,15 @@ class FakeKube:
     watch_params: list[Mapping[str, str] | None] = field(default_factory=list)
     informer: Informer | None = None
 
+    def _next_watch(self, resource_version: str, params: Mapping[str, str] | None) -> Script | None:
+        """Record a watch and take its script; ``None`` (and the informer stopped) when none is left."""
+        self.watched_from.append(resource_version)
+        self.watch_params.append(params)
+        if not self.watches:
+            self._exhausted()
+            return None
+        return self.watches.pop(0)
+
     def _exhausted(self) -> None:
         self.sleeper.stopped.set()
         if self.informer is not None:
@@ -103,12 +112,14 @@ class FakeKube:
         bookmarks: bool = True,
         params: Mapping[str, str] | None = None,
     ) -> Iterator[WatchEvent]:
-        self.watched_from.append(resource_version)
-        self.watch_params.append(params)
-        if not self.watches:
-            self._exhausted()
+        return self._stream(resource_version, params)
+
+    def _stream(self, resource_version: str, params: Mapping[str, str] | None) -> Iterator[WatchEvent]:
+        """The script's events, taken when first iterated (as a real watch sends its request)."""
+        script = self._next_watch(resource_version, params)
+        if script is None:
             return
-        for item in self.watches.pop(0):
+        for item in script:
             if isinstance(item, KubeError):
                 raise item
             yield item
@@ -610,21 +621,9 @@ class HeldStream:
 class HeldWatches(FakeKube):
     """Each watch script is served as a :class:`HeldStream`."""
 
-    def watch(
-        self,
-        path: str,
-        resource_version: str,
-        *,
-        timeout_seconds: int = 300,
-        bookmarks: bool = True,
-        params: Mapping[str, str] | None = None,
-    ) -> Iterator[WatchEvent]:
-        self.watched_from.append(resource_version)
-        self.watch_params.append(params)
-        if not self.watches:
-            self._exhausted()
-            return iter(())
-        return HeldStream([item for item in self.watches.pop(0) if not isinstance(item, KubeError)])
+    def _stream(self, resource_version: str, params: Mapping[str, str] | None) -> Iterator[WatchEvent]:
+        script = self._next_watch(resource_version, params)
+        return iter(()) if script is None else HeldStream([item for item in script if not isinstance(item, KubeError)])
 
 
 def test_rewatch_opens_the_watch_again_from_the_version_seen_with_the_new_query_and_lists_nothing() -> None:

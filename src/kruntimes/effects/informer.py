@@ -165,8 +165,8 @@ class NamespaceScope:
     The API server leaves out the namespaces the replica knows and does not keep: its lists and
     watches carry one ``metadata.namespace!=NS`` field selector term per such namespace (the terms
     are ANDed; a field selector cannot name a set to keep). A namespace it does not know yet (one
-    created since the last namespace list, or outside ``--namespace``) still arrives, and the
-    informer drops it before decoding. Each namespace kept records the generation it was kept at:
+    created since the last namespace list) still arrives, and the informer drops it before
+    decoding. Each namespace kept records the generation it was kept at:
     a list that started at that generation or later holds it (``Informer.listed``).
     """
 
@@ -308,9 +308,9 @@ class Informer:
     ) -> None:
         self._kube = kube
         self._on_synced = on_synced
+        """Called once, on the informer's thread, right after the first list is applied."""
         self._on_listed = on_listed
         """Called on the informer's thread after every list is applied (the first one too)."""
-        """Called once, on the informer's thread, right after the first list is applied."""
         self._watched = watched
         self._state = state
         self._on_event = on_event

@@ -389,7 +389,7 @@ class Scheduler:
     def _informers_of(self, namespace: str | None, scope: NamespaceScope | None = None) -> tuple[Informer, ...]:
         """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all (those
         ``scope`` keeps, when given)."""
-        # one query for every namespace held lists again at each take: each list may open one
+        # with a scope every take lists again, so every list (not only the first) may open a namespace
         return tuple(
             Informer(self._kube, watched(namespace, scope), self.state, self._on_event,
                      watch_timeout=self._options.watch_timeout,
