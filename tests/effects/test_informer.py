@@ -12,6 +12,7 @@ from returns.result import Failure, Result, Success
 
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.informer import (
+    MAX_FIELD_SELECTOR,
     Informer,
     NamespaceScope,
     OnEvent,
@@ -497,6 +498,21 @@ def test_the_api_server_is_asked_to_leave_out_every_namespace_known_and_not_kept
     scope.keep("e")  # not known (created since the last namespace list): nothing to leave out
     assert watched_runs(scope=scope).params == {"fieldSelector": "metadata.namespace!=b"}
     assert watched_runs(scope=scope_keeping({"a"}, ["a"])).params == {}, "nothing left out: no field selector"
+
+
+def test_a_query_that_would_leave_out_too_many_namespaces_leaves_out_none_and_the_informer_filters() -> None:
+    many = {f"team-{i:04d}-with-a-long-name" for i in range(2000)}
+    scope = scope_keeping(many | {"a"}, ["a"])
+    assert watched_runs(scope=scope).params == {}, "about 90 KB of terms: none sent"
+    small = scope_keeping({f"team-{i:04d}" for i in range(500)} | {"a"}, ["a"])
+    assert len(watched_runs(scope=small).params["fieldSelector"]) <= MAX_FIELD_SELECTOR
+    h = harness(
+        [listing(in_namespace(run_json("x", "1"), "a"), in_namespace(run_json("y", "2"), "team-0001-with-a-long-name"), rv="3")],
+        [],
+        watched_runs(scope=scope),
+    )
+    h.run()
+    assert [str(run.key) for run in h.state.get().runs()] == ["a/x"]
 
 
 def test_objects_of_namespaces_not_kept_are_dropped_before_they_reach_the_state() -> None:

@@ -159,6 +159,12 @@ def _intern_field(obj: dict[str, object], key: str) -> None:
         obj[key] = sys.intern(value)
 
 
+MAX_FIELD_SELECTOR: Final = 32 * 1024
+"""Bytes of ``metadata.namespace!=`` terms a scope's query carries at most (about 1,000 namespaces
+left out): past it the query has none, and the informer drops what it does not keep itself, rather
+than send a request line an API server or a proxy in between may refuse."""
+
+
 class NamespaceScope:
     """The namespaces a sharded replica's cluster-wide informers keep (thread-safe).
 
@@ -223,8 +229,10 @@ class NamespaceScope:
         return self._known.difference(self._kept)
 
     def field_selector(self) -> str:
-        """``metadata.namespace!=A,metadata.namespace!=B,...`` (namespace names need no escaping)."""
-        return ",".join(f"metadata.namespace!={namespace}" for namespace in sorted(self.left_out()))
+        """``metadata.namespace!=A,metadata.namespace!=B,...`` (namespace names need no escaping);
+        empty past :data:`MAX_FIELD_SELECTOR`."""
+        selector = ",".join(f"metadata.namespace!={namespace}" for namespace in sorted(self.left_out()))
+        return selector if len(selector) <= MAX_FIELD_SELECTOR else ""
 
 
 @dataclass(frozen=True, slots=True)
