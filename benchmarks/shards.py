@@ -15,10 +15,11 @@ Phases:
   once it leads, a burst of Runs (5 per slot, 1 slot each) in every namespace; until every Run
   has Succeeded. Namespaces of *mixed* sizes: 1, 1, 1, 2, 2, 3, 5, 8 pods, repeated.
 * ``sharded``: the same workload, four replicas ``--shard-by-namespace --shard-group bench`` sharing
-  every namespace the API server lists (the 40, the Lease namespace and the four a new cluster has;
-  each replica watches what it holds through one query per kind), or with ``--namespace-flags``
-  exactly the 40 (``--namespace`` each: a watch per namespace and kind); the burst starts once a live replica holds every
-  namespace. ``single`` and ``sharded`` alternate, ``--repeat`` times each.
+  every namespace the API server lists (the 40, the Lease namespace and the four a new cluster
+  has; each replica watches what it holds through one query per kind), or with
+  ``--namespace-flags`` exactly the 40 (``--namespace`` each: a watch per namespace and kind); the
+  burst starts once a live replica holds every namespace. ``single`` and ``sharded`` alternate,
+  ``--repeat`` times each.
 * ``alone`` (with ``pairs``): after each ``sharded``, one single-leader scheduler given only the
   namespaces of the replica that spent the most CPU per bind, the same burst in them. It separates
   the two halves of that replica's excess over ``single``: against ``alone`` (the same work at the
@@ -28,9 +29,9 @@ Phases:
 * ``even``: ``sharded`` with 40 namespaces of 3 pods each: binds per replica against an even share.
 * ``chaos``: ``sharded`` (mixed), the burst and then a paced trickle of Runs, and ``--cycles`` cycles
   (half SIGKILL, half SIGSTOP, shuffled) of a random live replica once the namespaces are balanced:
-  at the signal one probe Run is created in each of the 40 namespaces the victim held (so each has pending work);
-  a killed replica is restarted (new identity) once every probe got a write, a stopped one is
-  SIGCONTed after ``lease + 2 s``. Then every replica is restarted or resumed, every Run finishes,
+  at the signal one probe Run is created in each of the 40 namespaces the victim held (so each has
+  pending work); a killed replica is restarted (new identity) once every probe got a write, a
+  stopped one is SIGCONTed after ``lease + 2 s``. Then every replica is restarted or resumed, every Run finishes,
   the replicas get SIGTERM, and the whole write history goes through ``kruntimes.verify``.
 
 Figures:
@@ -40,8 +41,8 @@ Figures:
   two writers; ``final_state``, ``write_discipline``). Writes a paused replica had composed before
   its SIGSTOP and that committed right after its SIGCONT are listed apart (``in_flight_at_pause``,
   docs/reliability.md), never dropped silently.
-* rebalance (chaos): per cycle and per namespace of the 40 the victim held, signal -> first scheduler write in
-  that namespace by another identity (history times); max and p50 over all, against lease duration
+* rebalance (chaos): per cycle and per namespace of the 40 the victim held, signal -> first
+  scheduler write in that namespace by another identity (history times); max and p50 over all, against lease duration
   + one retry period. Also signal -> the assignment Lease written to another holder (``takeover``),
   and signal -> the new owner's "namespace open" log line (``open``: its informers synced and the
   backlog queued). The first write waits for room too: where every pod of a namespace is busy at
