@@ -389,17 +389,14 @@ class Scheduler:
     def _informers_of(self, namespace: str | None, scope: NamespaceScope | None = None) -> tuple[Informer, ...]:
         """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all (those
         ``scope`` keeps, when given)."""
-        # with a scope every take lists again, so every list (not only the first) may open a namespace
         return tuple(
             Informer(self._kube, watched(namespace, scope), self.state, self._on_event,
-                     watch_timeout=self._options.watch_timeout,
-                     on_synced=None if scope is not None else self._synced_one,
-                     on_listed=self._synced_one if scope is not None else None)
+                     watch_timeout=self._options.watch_timeout, on_listed=self._synced_one)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
 
     def _synced_one(self) -> None:
-        """An informer's list is in (its first, or with one query for every namespace held, any):
+        """An informer's list is in (with one query for every namespace held, every take lists):
         in sharded mode a namespace may open now."""
         shard = self._shard
         if shard is not None:
