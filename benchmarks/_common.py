@@ -59,16 +59,20 @@ def cpu_seconds(pid: int) -> float:
 def cpu_split(pid: int) -> tuple[float, float]:
     """(utime, stime) of ``pid`` (all threads), in seconds: the interpreter's own work, and the
     kernel's on its behalf (system calls: sockets, futexes of threads handing the GIL on)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2 :].split()
+    fields = _stat_fields(pid)
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
 
 
 def page_faults(pid: int) -> int:
     """Minor page faults of ``pid`` (all threads) so far: pages the kernel mapped in on first touch
     (a heap or arena growing back after it was given back), each paid in system time."""
+    return int(_stat_fields(pid)[7])
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` after the command name (which may hold spaces): ``state`` first."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    return int(text[text.rindex(")") + 2 :].split()[7])
+    return text[text.rindex(")") + 2 :].split()
 
 
 def context_switches(pid: int) -> int:
