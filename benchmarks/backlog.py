@@ -46,9 +46,12 @@ with several workers binding at once the API server commits their writes in the 
 them, which is not always the order they were sent), each namespace's share of the
 binds until the first namespace ran out of bindable Runs, schedule latency (watch
 receipt of the ADDED event -> of the bind event: it includes the pre-creation wait),
-and scheduler RSS per Pending Run (max RSS while the backlog is >= 90 % of its peak,
+scheduler RSS per Pending Run (max RSS while the backlog is >= 90 % of its peak,
 minus the RSS of a scheduler that ran against the same cluster with no Runs, over the
-peak backlog).
+peak backlog), CPU per bind over each tenth of the drain's binds (``cpu_ms_per_bind_by_tenth``,
+from 0.5 s samples; the summary line sets the second tenth, 80-90 % of the backlog left, against
+the ninth, 10-20 % left: within one run, how the work per bind moves with the backlog), and per kind of thread (``threads_per_bind``: the scheduler names its threads in
+the kernel) µs of CPU and voluntary context switches per bind.
 
 ``--create-rate`` measures the dev cluster alone: Runs created as fast as it accepts with
 its simulator executing Runs; the create rate over the 1,000 creates that end at each
@@ -101,6 +104,8 @@ from _common import (  # noqa: E402
     start_scheduler,
     status_kib,
     stop_process,
+    thread_cpu,
+    threads_per_bind,
     wait_http_ok,
     wait_pods_ready,
 )
@@ -380,6 +385,26 @@ def idle_probe(server: ServerProcess, tmp: Path, extra: Sequence[str], placement
         stop_process(proc)
 
 
+def by_tenth(samples: Sequence[tuple[float, int, int, int, float]], binds: int) -> list[float | None]:
+    """The scheduler's CPU ms per bind over each tenth of the drain's binds, in one process: the
+    second tenth binds with 80-90 % of the backlog still waiting, the ninth with 10-20 %. Their
+    ratio is how the work per bind moves with the backlog, free of what differs between two runs
+    (the machine's load, and how clustered the binds come: a 1k drain keeps the waves of its first
+    100 binds, a 50k drain smooths them into a steady stream, which wakes the scheduler more
+    often per bind). The first tenth holds the first burst that fills the pods, the last the
+    tail in which they empty. ``None`` for a tenth the 0.5 s samples do not span."""
+    out: list[float | None] = []
+    for tenth in range(10):
+        low, high = binds * tenth / 10, binds * (tenth + 1) / 10
+        first = next((x for x in samples if x[2] >= low), None)
+        last = next((x for x in samples if x[2] >= high), None)
+        if first is None or last is None or last[2] <= first[2]:
+            out.append(None)
+            continue
+        out.append(round((last[4] - first[4]) * 1000 / (last[2] - first[2]), 3))
+    return out
+
+
 def start_profiler(directory: Path, label: str, pid: int) -> subprocess.Popen[bytes]:
     """``py-spy record --gil`` of ``pid`` into ``directory/<label>.txt`` (collapsed stacks), until stopped."""
     found = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
@@ -431,17 +456,17 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         spawned = time.perf_counter()
         proc, metrics_url = start_scheduler(server.kubeconfig, tmp, workers=WORKERS, namespace=None, name=f"scheduler-{variant.label}", extra=extra,
                                                placement=args.placement)
-        samples: list[tuple[float, int, int, int]] = []  # (t since spawn, pending, binds so far, RSS KiB)
+        samples: list[tuple[float, int, int, int, float]] = []  # (t since spawn, pending, binds so far, RSS KiB, CPU s)
         stop = threading.Event()
 
         def sample() -> None:
             while not stop.wait(0.5):
                 try:
-                    rss = status_kib(proc.pid, "VmRSS")
+                    rss, cpu = status_kib(proc.pid, "VmRSS"), cpu_seconds(proc.pid)
                 except (OSError, KeyError):
                     return
                 bound = len(watcher.bound)
-                samples.append((time.perf_counter() - spawned, total - bound, bound, rss))
+                samples.append((time.perf_counter() - spawned, total - bound, bound, rss, cpu))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -449,7 +474,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             raise RuntimeError("the scheduler did not become ready")
         cpu_ready, ready_at = cpu_seconds(proc.pid), time.perf_counter()
         sys_ready, switches_ready = cpu_split(proc.pid)[1], context_switches(proc.pid)
-        faults_ready = page_faults(proc.pid)
+        faults_ready, threads_ready = page_faults(proc.pid), thread_cpu(proc.pid)
         server_ready = cpu_seconds(server.pid)
         profiler = start_profiler(args.profile, variant.label, proc.pid) if args.profile is not None else None
         timeout = args.timeout if args.timeout is not None else max(300.0, 10 * variant.ideal_seconds + 120)
@@ -460,7 +485,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             out["complete"] = False  # the figures below are then over the Runs bound so far
         cpu_done, done_at = cpu_seconds(proc.pid), time.perf_counter()
         sys_done, switches_done = cpu_split(proc.pid)[1], context_switches(proc.pid)
-        faults_done = page_faults(proc.pid)
+        faults_done, threads_done = page_faults(proc.pid), thread_cpu(proc.pid)
         server_done = cpu_seconds(server.pid)
         if profiler is not None:
             stop_profiler(profiler)
@@ -478,8 +503,8 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
         last_finish = max(watcher.finished.values())
         drain = last_finish - first_bind
         latencies = [(t - watcher.added[k][1]) * 1000 for k, (_, t) in watcher.bound.items()]
-        peak_pending = max((p for _, p, _, _ in samples), default=total)
-        backlogged = [rss for _, p, _, rss in samples if p >= 0.9 * peak_pending]
+        peak_pending = max((p for _, p, _, _, _ in samples), default=total)
+        backlogged = [rss for _, p, _, rss, _ in samples if p >= 0.9 * peak_pending]
         rss_backlog = max(backlogged, default=peak_rss)
         out.update({
             "binds": binds,
@@ -490,6 +515,7 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "cpu_system_share": round((sys_done - sys_ready) / max(cpu_done - cpu_ready, 1e-9), 3),
             "context_switches_per_bind": round((switches_done - switches_ready) / max(binds, 1), 1),
             "page_faults_per_bind": round((faults_done - faults_ready) / max(binds, 1), 2),
+            "threads_per_bind": threads_per_bind(threads_ready, threads_done, binds),
             "server_cpu_ms_per_bind": round((server_done - server_ready) * 1000 / max(binds, 1), 2),
             "idle_cpu_ms_per_s": round(idle_ms_per_s, 1),
             "cpu_ms_per_bind_over_idle": round(((cpu_done - cpu_ready) * 1000 - idle_ms_per_s * (done_at - ready_at)) / max(binds, 1), 2),
@@ -506,7 +532,8 @@ def run_variant(variant: Variant, args: argparse.Namespace, tmp: Path) -> dict[s
             "metrics": {k.replace("kruntimes_scheduler_", ""): v for k, v in metrics.items()
                         if k.startswith(("kruntimes_scheduler_sync_total", "kruntimes_scheduler_pending_run_wakeups_total",
                                          "kruntimes_scheduler_reservation_conflicts_total", "kruntimes_scheduler_cycle_outcomes_total"))},
-            "samples": [(round(t, 1), p, b) for t, p, b, _ in samples],
+            "cpu_ms_per_bind_by_tenth": by_tenth(samples, binds),
+            "samples": [(round(t, 1), p, b) for t, p, b, _, _ in samples],
         })
         return out
     finally:
@@ -555,9 +582,13 @@ def summary_line(r: dict[str, Any]) -> str:
     order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late max {o['max_positions_late']} p99 {o['p99_positions_late']} (by decision: max {o['max_positions_late_decided']} p99 {o['p99_positions_late_decided']}; vs commit order: max {o['max_positions_late_commit']})" for ns, o in r["order"].items())
     share = r["shares"].get("while_all_backlogged") or {}
     share_text = (" shares " + "/".join(f"{v * 100:.0f}%" for v in share.values())) if share else ""
+    tenths = r.get("cpu_ms_per_bind_by_tenth") or [None] * 10
+    second, ninth = tenths[1], tenths[8]
+    tenths_text = (f" (backlog 80-90 % / 10-20 % left: {second:.2f}/{ninth:.2f} ms, {second / ninth:.2f}x)"
+                   if second is not None and ninth else "")
     return (
         f"{r['variant']:>8} @ {r['size']:>6}{'' if r['complete'] else ' (INCOMPLETE)'}: {r['cycles_per_bind']:.1f} cycles/bind, {r['wakeups_per_bind']:.0f} wakeups/bind, "
-        f"{r['cpu_ms_per_bind']:.2f} ms CPU/bind ({r['cpu_system_share'] * 100:.0f} % system, {r['context_switches_per_bind']:.0f} switches, {r['page_faults_per_bind']:.1f} page faults), drain {r['drain_seconds']:.0f}s = {r['drain_over_ideal']:.2f}x ideal, "
+        f"{r['cpu_ms_per_bind']:.2f} ms CPU/bind ({r['cpu_system_share'] * 100:.0f} % system, {r['context_switches_per_bind']:.0f} switches, {r['page_faults_per_bind']:.1f} page faults){tenths_text}, drain {r['drain_seconds']:.0f}s = {r['drain_over_ideal']:.2f}x ideal, "
         f"latency p50/p99/max {r['latency_ms']['p50'] / 1000:.1f}/{r['latency_ms']['p99'] / 1000:.1f}/{r['latency_ms']['max'] / 1000:.1f}s, "
         f"{r['rss_bytes_per_pending_run']} B RSS/pending Run; {order};{share_text}"
     )

@@ -121,6 +121,7 @@ from _common import (  # noqa: E402
     scrape,
     stop_process,
     thread_cpu,
+    threads_per_bind,
     wait_pods_ready,
 )
 
@@ -360,13 +361,11 @@ def namespaces_by_writer(items: Sequence[dict[str, Any]]) -> dict[str, list[str]
     return {k: sorted(v) for k, v in out.items()}
 
 
-def threads_per_bind(r: Replica, binds: int) -> dict[str, float]:
-    """µs of CPU per bind of each kind of thread over the burst, largest first (the scheduler names
-    its threads in the kernel); empty for a replica without binds or without a reading."""
-    if not binds or not r.threads_from:
-        return {}
-    spent = {kind: (cpu - r.threads_from.get(kind, (0, 0))[0]) / 1e3 / binds for kind, (cpu, _) in r.threads.items()}
-    return {kind: round(us, 1) for kind, us in sorted(spent.items(), key=lambda kv: -kv[1])}
+def thread_figures(r: Replica, binds: int) -> dict[str, dict[str, float]]:
+    """µs of CPU and voluntary switches per bind of each kind of thread over the burst, costliest
+    first (the scheduler names its threads in the kernel); empty for a replica without binds or
+    without a reading."""
+    return threads_per_bind(r.threads_from, r.threads, binds)
 
 
 def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
@@ -379,7 +378,8 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
                      "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
                      "idle_cpu_ms_per_s": r.idle_ms_per_s,
                      "switches_per_bind": round((r.switches - r.switches_from) / binds[r.identity], 1) if binds.get(r.identity) else None,
-                     "threads_us_per_bind": threads_per_bind(r, binds.get(r.identity, 0)),
+                     "threads_us_per_bind": {kind: f["us"] for kind, f in thread_figures(r, binds.get(r.identity, 0)).items()},
+                     "threads_switches_per_bind": {kind: f["switches"] for kind, f in thread_figures(r, binds.get(r.identity, 0)).items()},
                      "namespaces": owned.get(r.identity, [])}
         for r in fleet.every
     }
