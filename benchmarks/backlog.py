@@ -50,8 +50,9 @@ scheduler RSS per Pending Run (max RSS while the backlog is >= 90 % of its peak,
 minus the RSS of a scheduler that ran against the same cluster with no Runs, over the
 peak backlog), CPU per bind over each tenth of the drain's binds (``cpu_ms_per_bind_by_tenth``,
 from 0.5 s samples; the summary line sets the second tenth, 80-90 % of the backlog left, against
-the ninth, 10-20 % left: within one run, how the work per bind moves with the backlog), and per kind of thread (``threads_per_bind``: the scheduler names its threads in
-the kernel) µs of CPU and voluntary context switches per bind.
+the ninth, 10-20 % left: within one run, how the work per bind moves with the backlog), and per
+kind of thread (``threads_per_bind``: the scheduler names its threads in the kernel) µs of CPU
+and voluntary context switches per bind.
 
 ``--create-rate`` measures the dev cluster alone: Runs created as fast as it accepts with
 its simulator executing Runs; the create rate over the 1,000 creates that end at each

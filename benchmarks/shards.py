@@ -373,13 +373,14 @@ def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> di
     owned = namespaces_by_writer(items)
     total = sum(binds.values())
     cycles = sum(r.cycles for r in fleet.every)
+    per_thread = {r.identity: thread_figures(r, binds.get(r.identity, 0)) for r in fleet.every}
     replicas = {
         r.identity: {"binds": binds.get(r.identity, 0), "cycles": r.cycles, "cpu_s": round(r.cpu - r.cpu_from, 2),
                      "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
                      "idle_cpu_ms_per_s": r.idle_ms_per_s,
                      "switches_per_bind": round((r.switches - r.switches_from) / binds[r.identity], 1) if binds.get(r.identity) else None,
-                     "threads_us_per_bind": {kind: f["us"] for kind, f in thread_figures(r, binds.get(r.identity, 0)).items()},
-                     "threads_switches_per_bind": {kind: f["switches"] for kind, f in thread_figures(r, binds.get(r.identity, 0)).items()},
+                     "threads_us_per_bind": {kind: f["us"] for kind, f in per_thread[r.identity].items()},
+                     "threads_switches_per_bind": {kind: f["switches"] for kind, f in per_thread[r.identity].items()},
                      "namespaces": owned.get(r.identity, [])}
         for r in fleet.every
     }
