@@ -58,7 +58,8 @@ Figures:
   (``idle_cpu_ms_per_s``, at the /proc tick's 10 ms resolution): the fixed cost of a replica.
 
 * per thread (the scheduler names its threads in the kernel; ``/proc/PID/task/*/schedstat`` at the
-  burst and at the end): µs of CPU per bind of each kind of thread, for the single replica, the
+  burst and at the end): µs of CPU per bind of each kind of thread (and, in the JSON, its voluntary
+  switches per bind: one wake-up each), for the single replica, the
   costliest replica and ``alone``; and the same ratios without the Event writer, whose cost per bind
   follows the Event budget (a single replica's burst outgrows it and most binds get no Event; a
   replica with few binds spends its share on nearly every one), not the scheduling.
@@ -361,19 +362,12 @@ def namespaces_by_writer(items: Sequence[dict[str, Any]]) -> dict[str, list[str]
     return {k: sorted(v) for k, v in out.items()}
 
 
-def thread_figures(r: Replica, binds: int) -> dict[str, dict[str, float]]:
-    """µs of CPU and voluntary switches per bind of each kind of thread over the burst, costliest
-    first (the scheduler names its threads in the kernel); empty for a replica without binds or
-    without a reading."""
-    return threads_per_bind(r.threads_from, r.threads, binds)
-
-
 def figures(fleet: Fleet, items: Sequence[dict[str, Any]], seconds: float) -> dict[str, Any]:
     binds = binds_by_writer(items)
     owned = namespaces_by_writer(items)
     total = sum(binds.values())
     cycles = sum(r.cycles for r in fleet.every)
-    per_thread = {r.identity: thread_figures(r, binds.get(r.identity, 0)) for r in fleet.every}
+    per_thread = {r.identity: threads_per_bind(r.threads_from, r.threads, binds.get(r.identity, 0)) for r in fleet.every}
     replicas = {
         r.identity: {"binds": binds.get(r.identity, 0), "cycles": r.cycles, "cpu_s": round(r.cpu - r.cpu_from, 2),
                      "cpu_ms_per_bind": round((r.cpu - r.cpu_from) * 1000 / binds[r.identity], 3) if binds.get(r.identity) else None,
