@@ -229,6 +229,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kruntimes-devcluster"
     sys_version = ""
+    wbufsize = 64 * 1024
+    """Buffered: an answer's headers and body leave in one write, as an API server's buffered writer
+    sends a small answer. Written apart, a client could wake once for the headers and again for
+    the body, a wake-up a real server would not cost it. An answer flushes when it is complete; a
+    watch, after its headers and after each batch of events."""
     _after_commit: Verdict | None = None
     """This request's ``lose-response`` fault, taken by the next ``_send_json`` (the write's answer)."""
 
@@ -240,8 +245,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        # Headers and body go out in separate writes; without this, Nagle + delayed ACK add 40 ms.
+        # A watch's headers and each of its chunks are separate writes; without this, Nagle and
+        # delayed ACK would hold a small one back for 40 ms.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def handle_expect_100(self) -> bool:
+        accepted = super().handle_expect_100()
+        self.wfile.flush()  # the client waits for "100 Continue" before it sends the body
+        return accepted
 
     def log_message(self, format: str, *args: Any) -> None:
         if self.srv.settings.log_requests:
@@ -288,6 +299,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(body)
+        self.wfile.flush()  # here, so a client that hung up is met by the callers' handlers
 
     def _send_json(self, code: int, obj: Any, *, warnings: list[str] | None = None) -> None:
         lost, self._after_commit = self._after_commit, None
@@ -561,6 +573,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -569,9 +582,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Audit-Id", self._request_id)
         self.end_headers()
+        self.wfile.flush()  # the client's request returns once it has the headers
 
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _client_gone(self) -> bool:
         try:
