@@ -150,6 +150,23 @@ def test_the_token_bucket_spends_its_burst_then_paces_at_its_rate() -> None:
     assert len(slept) == 3
 
 
+def test_a_writer_the_rate_holds_back_wakes_once_per_few_writes_at_the_same_rate() -> None:
+    time_ = SimulatedTime()
+    slept = time_.slept
+    bucket = TokenBucket(50.0, 100, clock=time_.clock, sleep=time_.sleep)
+    for _ in range(100):  # the burst
+        bucket.take()
+    assert slept == []
+    for _ in range(500):  # ten seconds' worth at 50 a second
+        bucket.take()
+    assert len(slept) == 100  # one wake per five writes, not one per write
+    assert time_.now == pytest.approx(10.0)  # and no faster than the rate
+    slow = TokenBucket(2.0, 3, clock=time_.clock, sleep=time_.sleep)
+    for _ in range(4):  # under one token per WAKE_BATCH: still one wake per write
+        slow.take()
+    assert slept[-1] == pytest.approx(0.5)
+
+
 def test_the_token_bucket_spends_only_its_share_of_the_burst_and_the_rate() -> None:
     time_ = SimulatedTime()
     slept = time_.slept
