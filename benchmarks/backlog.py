@@ -1,8 +1,9 @@
 """Backlog: the scheduler started after thousands of Runs already wait, draining them through finite capacity.
 
-    .venv/bin/python benchmarks/backlog.py                       # 1k, 10k, 50k + mixed + fair (~25 min)
+    .venv/bin/python benchmarks/backlog.py                       # 1k (3 runs), 10k, 50k + mixed + fair (~27 min)
     .venv/bin/python benchmarks/backlog.py --quick               # 1k and 5k, mixed at 5k, fair at a quarter (~5 min)
     .venv/bin/python benchmarks/backlog.py --sizes 10000 --variants backlog
+    .venv/bin/python benchmarks/backlog.py --sizes 1000x5,50000 --variants backlog   # flatness, 1k five times
     .venv/bin/python benchmarks/backlog.py --queue-order namespace-fair --variants fair
     .venv/bin/python benchmarks/backlog.py --create-rate 2000,10000,50000   # the dev cluster alone
 
@@ -54,6 +55,12 @@ the ninth, 10-20 % left: within one run, how the work per bind moves with the ba
 kind of thread (``threads_per_bind``: the scheduler names its threads in the kernel) µs of CPU
 and voluntary context switches per bind.
 
+Flatness (``flatness`` in the JSON, and the last summary line): the median CPU per bind of each
+size's runs, and the largest size's over the smallest's. A size written ``1000x5`` runs five
+times. A 1k drain lasts 10 s and its CPU per bind spreads by about ±5 % from run to run (how
+clustered its 1,000 binds come), more than a 500 s drain's, so by default the 1k size runs three
+times; every run's figure is kept in ``results`` and listed on the line.
+
 ``--create-rate`` measures the dev cluster alone: Runs created as fast as it accepts with
 its simulator executing Runs; the create rate over the 1,000 creates that end at each
 given count, the server's CPU share meanwhile and its CPU milliseconds per create.
@@ -71,6 +78,7 @@ import argparse
 import json
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -579,6 +587,42 @@ def create_rate(counts: Sequence[int], args: argparse.Namespace, tmp: Path) -> d
 # --- output --------------------------------------------------------------------------------------
 
 
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``1000x3,50000`` -> [(1000, 3), (50000, 1)]: each backlog size and how many times it runs."""
+    out: list[tuple[int, int]] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        size, _, times = part.partition("x")
+        if not size.isdigit() or not (times or "1").isdigit() or int(size) < 1 or int(times or "1") < 1:
+            raise ValueError(f"{part!r} is not a size (e.g. 1000) or a size and a count (e.g. 1000x3)")
+        out.append((int(size), int(times or "1")))
+    return out
+
+
+def flatness(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The ``backlog`` variant's CPU per bind by size, every run and the median, and the largest
+    size's median over the smallest's (the issue's "50k vs 1k")."""
+    runs: dict[int, list[float]] = {}
+    for r in results:
+        if r["variant"] == "backlog" and r["complete"]:
+            runs.setdefault(r["size"], []).append(r["cpu_ms_per_bind"])
+    medians = {size: round(statistics.median(values), 3) for size, values in sorted(runs.items())}
+    out: dict[str, Any] = {"cpu_ms_per_bind": {str(size): values for size, values in sorted(runs.items())},
+                           "cpu_ms_per_bind_median": {str(size): m for size, m in medians.items()}}
+    if len(medians) > 1:
+        smallest, largest = min(medians), max(medians)
+        out["largest_over_smallest"] = round(medians[largest] / medians[smallest], 3) if medians[smallest] else None
+    return out
+
+
+def flatness_line(f: dict[str, Any]) -> str:
+    sizes = ", ".join(f"{size}: {median:.2f} ({' '.join(f'{v:.2f}' for v in f['cpu_ms_per_bind'][size])})"
+                      for size, median in f["cpu_ms_per_bind_median"].items())
+    ratio = f.get("largest_over_smallest")
+    return f"flatness: CPU ms/bind, median (each run) {sizes}" + (f"; largest over smallest {ratio:.2f}x" if ratio else "")
+
+
 def summary_line(r: dict[str, Any]) -> str:
     order = "; ".join(f"{ns} inv {o['inverted_pairs'] * 100:.0f}% late max {o['max_positions_late']} p99 {o['p99_positions_late']} (by decision: max {o['max_positions_late_decided']} p99 {o['p99_positions_late_decided']}; vs commit order: max {o['max_positions_late_commit']})" for ns, o in r["order"].items())
     share = r["shares"].get("while_all_backlogged") or {}
@@ -622,7 +666,8 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="sizes 1000,5000; fair at a quarter of its size")
-    parser.add_argument("--sizes", help="backlog sizes, comma-separated (default 1000,10000,50000); mixed runs at the largest")
+    parser.add_argument("--sizes", help="backlog sizes, comma-separated, each with an optional run count: 1000x3 "
+                                         "runs 1k three times (default 1000x3,10000,50000); mixed runs at the largest")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(VARIANTS)} (default all)")
     parser.add_argument("--fair-scale", type=float, help="multiply the fair variant's 8k/2k/1k/500 Runs (default 1; 0.25 with --quick)")
     parser.add_argument("--queue-order", help="passed to `kruntimes scheduler --queue-order` (only when given)")
@@ -638,7 +683,13 @@ def main(argv: list[str] | None = None) -> int:
                              "others, as in a cluster; shared: every process anywhere (earlier rounds' figures)")
     args = parser.parse_args(argv)
     args.placement = Placement.of(args.placement)
-    sizes = [int(s) for s in (args.sizes or ("1000,5000" if args.quick else "1000,10000,50000")).split(",") if s]
+    try:
+        sized = parse_sizes(args.sizes or ("1000,5000" if args.quick else "1000x3,10000,50000"))
+    except ValueError as error:
+        parser.error(f"--sizes: {error}")
+    if not sized:
+        parser.error("--sizes: give at least one size")
+    sizes = [size for size, _ in sized]
     scale = args.fair_scale if args.fair_scale is not None else (0.25 if args.quick else 1.0)
     names = [v for v in args.variants.split(",") if v]
     unknown = [v for v in names if v not in VARIANTS]
@@ -653,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(document, indent=1))
             return 0
         args.placement.enter()  # (not for --create-rate: the dev cluster alone, on every CPU as before)
-        variants = [backlog_variant(s) for s in sizes] if "backlog" in names else []
+        variants = [backlog_variant(s) for s, times in sized for _ in range(times)] if "backlog" in names else []
         if "mixed" in names:
             variants.append(mixed_variant(max(sizes)))
         if "fair" in names:
@@ -670,6 +721,7 @@ def main(argv: list[str] | None = None) -> int:
         | {"run_seconds": RUN_SECONDS, "workers": WORKERS, "placement": args.placement.describe()},
         "wall_seconds": round(time.monotonic() - began, 1),
         "results": results,
+        "flatness": flatness(results),
     }
     text = json.dumps(document, indent=1)
     print(text)
@@ -679,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
         plot(results, args.plot)
     for r in results:
         print(summary_line(r))
+    if document["flatness"]["cpu_ms_per_bind"]:
+        print(flatness_line(document["flatness"]))
     return 0
 
 
