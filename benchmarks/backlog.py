@@ -594,9 +594,10 @@ def parse_sizes(text: str) -> list[tuple[int, int]]:
         if not part:
             continue
         size, _, times = part.partition("x")
-        if not size.isdigit() or not (times or "1").isdigit() or int(size) < 1 or int(times or "1") < 1:
+        times = times or "1"
+        if not (size.isdigit() and times.isdigit() and int(size) >= 1 and int(times) >= 1):
             raise ValueError(f"{part!r} is not a size (e.g. 1000) or a size and a count (e.g. 1000x3)")
-        out.append((int(size), int(times or "1")))
+        out.append((int(size), int(times)))
     return out
 
 
