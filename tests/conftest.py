@@ -12,6 +12,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.controlplane import session as controlplane
+from tests.controlplane.server import ControlPlane
+
 settings.register_profile(
     "ci",
     max_examples=60,
@@ -30,3 +33,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run tests/chaos at the large size (also: KRUNTIMES_CHAOS=large)",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    controlplane.configure()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    controlplane.unconfigure(failed=exitstatus not in (0, 5))
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> ControlPlane:
+    """The session's real kube-apiserver + etcd (built from pinned Go modules), shared by all workers."""
+    return controlplane.shared()

@@ -1,0 +1,1 @@
+"""Tests judged by the real kube-apiserver + etcd of the test suite (tests/controlplane)."""

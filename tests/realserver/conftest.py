@@ -1,0 +1,37 @@
+"""Fixtures for tests that need the real kube-apiserver: deploy/ applied, a namespace per test,
+the scheduler's own ServiceAccount credential."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.controlplane.server import ControlPlane
+
+from .support import REPO, SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT, kubectl
+
+
+@pytest.fixture(scope="session")
+def deployed(control_plane: ControlPlane) -> ControlPlane:
+    """``kubectl apply -k deploy/`` on the session's control plane (idempotent across workers)."""
+    kubectl(control_plane, "apply", "--server-side", "--force-conflicts", "-k", str(REPO / "deploy"))
+    kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    return control_plane
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane) -> str:
+    """A namespace of this test's own (namespaces never finish deleting here: no controller manager)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    control_plane.create_namespace(name)
+    return name
+
+
+@pytest.fixture
+def scheduler_kubeconfig(deployed: ControlPlane, tmp_path: Path) -> Path:
+    """A kubeconfig holding a TokenRequest token of the deploy/ ServiceAccount the scheduler runs as."""
+    return deployed.service_account_kubeconfig(
+        tmp_path / "scheduler.kubeconfig", SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT
+    )
