@@ -12,6 +12,10 @@ OUTCOMES: Final = frozenset({
 })
 VERBS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "other"})
 KINDS: Final = frozenset({"runs", "pods", "workspaces"})
+ERROR_KINDS: Final = frozenset({
+    "not_found", "conflict", "already_exists", "gone", "invalid", "unauthorized", "forbidden", "throttled",
+    "timeout", "server", "unreachable", "transport", "bad_response",
+})
 
 OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
     "workqueue_adds_total": {"name": frozenset({"runs"})},
@@ -24,6 +28,7 @@ OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
     "kruntimes_scheduler_cycle_outcomes_total": {"outcome": OUTCOMES},
     "kruntimes_scheduler_api_requests_total": {"verb": VERBS, "code": frozenset({"2xx", "3xx", "4xx", "5xx", "none", "other"})},
     "kruntimes_scheduler_api_request_duration_seconds": {"verb": VERBS},
+    "kruntimes_scheduler_bind_confirm_failures_total": {"kind": ERROR_KINDS},
     "kruntimes_scheduler_event_writes_total": {"result": frozenset({"written", "failed", "dropped", "fenced"})},
     "kruntimes_scheduler_informer_relists_total": {"kind": KINDS},
     "kruntimes_scheduler_informer_watch_restarts_total": {"kind": KINDS},

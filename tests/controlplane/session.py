@@ -29,6 +29,8 @@ from typing import Final
 from .server import Binaries, ControlPlane, build_binaries
 
 ENV: Final = "KRUNTIMES_CONTROLPLANE_DIR"
+_owned: ControlPlane | None = None
+"""The control plane this process started, if any (stopped through its process handles)."""
 STATE: Final = "state.json"
 
 
@@ -59,8 +61,11 @@ def unconfigure(failed: bool) -> None:
     state_file = Path(root) / STATE
     if state_file.exists():
         state = json.loads(state_file.read_text())
-        for pid in state["pids"]:
-            _stop(int(pid))
+        if _owned is not None:
+            _owned.stop()
+        else:
+            for pid in state["pids"]:
+                _stop(int(pid))
     if failed and state_file.exists():
         sys.stderr.write(f"\nthe real control plane's logs and data are kept in {root}\n")
     else:
@@ -68,6 +73,11 @@ def unconfigure(failed: bool) -> None:
 
 
 def _stop(pid: int) -> None:
+    try:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):  # our own child, already exited: reaped now
+            return
+    except ChildProcessError:
+        pass  # started by a worker process: not ours to reap
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -119,7 +129,8 @@ def shared() -> ControlPlane:
                 apiserver_port=state.apiserver_port,
                 admin_token=state.admin_token,
             )
-        plane = ControlPlane(root / "server", build_binaries()).start()
+        global _owned
+        plane = _owned = ControlPlane(root / "server", build_binaries()).start()
         pids = plane.pids()
         worker = os.environ.get("PYTEST_XDIST_WORKER")
         _guard(os.getppid() if worker is not None else os.getpid(), pids)

@@ -17,6 +17,7 @@ SELECTOR = {"app.kubernetes.io/name": "kruntimes-scheduler", "app.kubernetes.io/
 
 SCHEDULER_PERMISSIONS = frozenset(
     {
+        Permission("get", "kruntimes.io", "runs", ""),
         Permission("list", "kruntimes.io", "runs", ""),
         Permission("watch", "kruntimes.io", "runs", ""),
         Permission("patch", "kruntimes.io", "runs", "status"),
@@ -28,7 +29,7 @@ SCHEDULER_PERMISSIONS = frozenset(
         Permission("patch", "", "events", ""),
     }
 )
-"""Per watched namespace: informers (list+watch), the status write, core/v1 Events."""
+"""Per watched namespace: informers (list+watch), the confirm read, the status write, core/v1 Events."""
 
 LEASE_GRANTS = frozenset(
     {
@@ -150,7 +151,8 @@ def test_cluster_mode_rbac_is_exactly_what_the_scheduler_uses(rendered: list[Obj
     assert grants - cluster_wide == LEASE_GRANTS
     assert not rbac.allows(grants, "update", "coordination.k8s.io", "leases", namespace=NAMESPACE, name="upstream-lease")
     assert rbac.allows(grants, "update", "coordination.k8s.io", "leases", namespace=NAMESPACE, name="kruntimes-scheduler")
-    assert not rbac.allows(grants, "get", "kruntimes.io", "runs", namespace="team-a", name="r")
+    assert rbac.allows(grants, "get", "kruntimes.io", "runs", namespace="team-a", name="r")
+    assert not rbac.allows(grants, "get", "kruntimes.io", "persistentworkspaces", namespace="team-a", name="w")
     assert not rbac.allows(grants, "update", "kruntimes.io", "runs", "status", namespace="team-a", name="r")
     assert rbac.allows(grants, "patch", "kruntimes.io", "runs", "status", namespace="team-a", name="r")
     for g in grants:

@@ -43,6 +43,7 @@ OPERATOR_METRICS = {
     "kruntimes_scheduler_cycle_outcomes": ("counter", {("outcome",)}),
     "kruntimes_scheduler_api_requests": ("counter", {("code", "verb")}),
     "kruntimes_scheduler_api_request_duration_seconds": ("histogram", {("verb",)}),
+    "kruntimes_scheduler_bind_confirm_failures": ("counter", {("kind",)}),
     "kruntimes_scheduler_event_writes": ("counter", {("result",)}),
     "kruntimes_scheduler_informer_relists": ("counter", {("kind",)}),
     "kruntimes_scheduler_informer_watch_restarts": ("counter", {("kind",)}),

@@ -114,7 +114,7 @@ class ScriptedBinder:
         self._on_write = on_write
         self.writes: list[StatusWrite] = []
         self.reads: list[RunKey] = []
-        self.last_error: object | None = None
+        self.last_error: ApiError | None = None
 
     def script(self, *writes: Scripted) -> None:
         self._write_script.extend(writes)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
+
+import pytest
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import Kube
@@ -106,3 +109,29 @@ def test_an_informer_on_a_quiet_watch_stops_at_once(bare_cluster: DevCluster, ba
     informer.stop()
     assert informer.join(2.0)
     assert time.monotonic() - started < 1.0
+
+
+def test_a_confirm_read_the_server_refuses_keeps_the_reservation_is_counted_and_logged_once_per_minute(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bind whose outcome is unknown holds its slot; a read refused with 403 proves nothing, so the
+    slot stays held, and the operator is told (a metric per error kind, a warning, not one per retry)."""
+    caplog.set_level(logging.WARNING, logger="kruntimes.effects.scheduling")
+    cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
+    wait_until(lambda: _pods(kube) == 1, what="pod")
+    sched = scheduler(ambiguous_hold=0.5)
+    cluster.faults.error(500, "runs", subresource="status", verbs=("patch",), count=1)
+    refuse = cluster.faults.error(403, "runs", verbs=("get",), count=None, user_agent="kruntimes-scheduler/test-0")
+    create_run(kube, "lost")
+    create_run(kube, "other")
+    failures = {"kind": "forbidden"}
+    wait_until(
+        lambda: (sched.metrics.value("kruntimes_scheduler_bind_confirm_failures_total", failures) or 0) >= 2,
+        timeout=30, what="two refused confirm reads",
+    )
+    assert not assigned(kube, "lost") and not assigned(kube, "other"), "the slot stays held while no read settles it"
+    warned = [r for r in caplog.records if "settle a bind whose outcome is unknown" in r.getMessage()]
+    assert len(warned) == 1, "one warning per minute, however often the read is retried"
+    assert getattr(warned[0], "run") == "default/lost" and "403" in str(getattr(warned[0], "error"))
+    cluster.faults.remove(refuse)
+    wait_until(lambda: assigned(kube, "lost") or assigned(kube, "other"), timeout=30, what="the slot settled and bound")

@@ -184,9 +184,11 @@ def test_rbac_is_exactly_what_the_scheduler_uses(cluster: DevCluster, tmp_path: 
     objects = load_all(DEPLOY / "scheduler" / "rbac.yaml") + load_all(DEPLOY / "scheduler" / "leader-election-rbac.yaml")
     grants = rbac.grants_for(objects)
     election = LeaderElectionOptions(namespace="kruntimes-system", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
-    with scheduler(cluster, tmp_path, identity="rbac", leader_election=election, event_repeat_interval=0.1) as running:
+    with scheduler(cluster, tmp_path, identity="rbac", leader_election=election, event_repeat_interval=0.1, ambiguous_hold=0.5) as running:
         assert running.wait_leading(10)
         _pod(cluster, "p0")
+        # the first bind's answer is a 500: its outcome is unknown until a read of the Run settles it
+        cluster.faults.error(500, "runs", subresource="status", verbs=("patch",), count=1, name="bound")
         create(cluster, WORKSPACES, "team-a", {"metadata": {"name": "ws"}, "spec": {"runtime": "python", "mode": "RuntimePodLocal"}})
         for name, spec in (("bound", {}), ("waits", {"resources": {"requests": {"gpu": "1"}}}), ("fails", {"resources": {"requests": {"runs": "500m"}}})):
             create(cluster, RUNS, "team-a", {"metadata": {"name": name}, "spec": {"runtime": "python", "mode": {"task": {}}, **spec}})

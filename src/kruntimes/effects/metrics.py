@@ -52,6 +52,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from kruntimes.effects.kube import ErrorKind
 from kruntimes.effects.secureserving import SecureServing
 from kruntimes.effects.threads import named_thread
 from kruntimes.pure.queueing import ParkReason
@@ -222,6 +223,14 @@ class SchedulerMetrics:
             ["stage"],
             registry=r,
         )
+        self._confirm_failures = Counter(
+            "kruntimes_scheduler_bind_confirm_failures_total",
+            "Reads that could not settle a bind whose outcome is unknown, by error kind; the reservation is kept meanwhile.",
+            ["kind"],
+            registry=r,
+        )
+        for kind in get_args(ErrorKind):
+            self._confirm_failures.labels(kind=kind)
         self._wakeups = Counter(
             "kruntimes_scheduler_pending_run_wakeups_total",
             "Pending Runs re-queued by a cluster change, by source.",
@@ -342,6 +351,9 @@ class SchedulerMetrics:
     def undeclared_rejections(self) -> int:
         """Rejections ``count_rejections`` refused to label; 0 unless metrics and cycles disagree on the registry."""
         return self._undeclared
+
+    def count_confirm_failure(self, kind: ErrorKind) -> None:
+        self._confirm_failures.labels(kind=kind).inc()
 
     def count_conflict(self, stage: ConflictStage) -> None:
         self._conflicts.labels(stage=stage).inc()

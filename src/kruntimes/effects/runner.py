@@ -50,7 +50,7 @@ from typing import Final, Literal
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
-from kruntimes.effects.binder import Binder
+from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD, Binder
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter, unwritable
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
@@ -172,6 +172,10 @@ class SchedulerOptions:
     event_burst: int = 100
     watch_timeout: int = 300
     """Seconds the API server keeps one watch open before the informer re-watches."""
+    ambiguous_hold: float = DEFAULT_AMBIGUOUS_HOLD
+    """Seconds a bind whose outcome is unknown keeps its reservation before one read settles it:
+    kube-apiserver's default ``--request-timeout``, after which the write can no longer land.
+    Shorter only against a server whose request timeout is shorter (and in tests)."""
     shard_group: str | None = None
     """``--shard-by-namespace``: replicas of this group split the namespaces through Leases (in
     ``leader_election``'s namespace, with its timings) and each schedules only those it owns;
@@ -313,7 +317,7 @@ class Scheduler:
         self._cycle = SchedulingCycle(
             self.state,
             self.ledger,
-            Binder(kube),
+            Binder(kube, hold=options.ambiguous_hold),
             self._metrics,
             config=self._config,
             registry=registry,

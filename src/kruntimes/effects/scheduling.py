@@ -30,6 +30,7 @@ latest values anyway, so this is about not planning twice).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -42,6 +43,7 @@ from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
+from kruntimes.effects.kube import ApiError
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.pure import step as steps
 from kruntimes.pure.framework.registry import Registry
@@ -74,8 +76,8 @@ class StatusBinder(Protocol):
     """What a cycle needs of ``binder.Binder``: tests drive the cycle with a scripted one."""
 
     @property
-    def last_error(self) -> object | None:
-        """The last failed request's error, for the log line only."""
+    def last_error(self) -> ApiError | None:
+        """The last failed request's error, for log lines and the failed-confirm count."""
         ...
 
     def write(self, write: StatusWrite) -> WriteOutcome: ...
@@ -150,6 +152,7 @@ class SchedulingCycle:
         self._may_write = may_write
         self._now = now
         self._timer = timer
+        self._confirm_failures = _FailedConfirms(timer)
 
     def run(self, key: RunKey) -> CycleResult:
         """One cycle for ``key``; timed into ``sync_duration_seconds`` whatever happens."""
@@ -205,6 +208,10 @@ class SchedulingCycle:
             return self._finish(step.key, step, NOT_LEADER)
         settled, change = steps.confirm(check, self._binder.read(check.key))
         self._change(change)
+        error = self._binder.last_error
+        if settled.why == "read failed" and error is not None:
+            self._metrics.count_confirm_failure(error.kind)
+            self._confirm_failures.note(step.key, error)
         return self._finish(step.key, step, settled)
 
     def _change(self, change: steps.LedgerChange) -> None:
@@ -238,6 +245,32 @@ class SchedulingCycle:
 
 def _pair(step: Step) -> tuple[Ledger, Step]:
     return step.ledger, step
+
+
+class _FailedConfirms:
+    """Logs reads that could not settle an unknown bind outcome: the first at once, then at most one
+    line per ``interval`` seconds with the number left unsaid. While such reads fail, the Run's
+    reservation is kept (a write that may have landed is treated as landed), so a read that keeps
+    failing (a 403: RBAC without ``get`` on runs) holds the pod's capacity for good."""
+
+    def __init__(self, timer: Callable[[], float], interval: float = 60.0) -> None:
+        self._timer = timer
+        self._interval = interval
+        self._next = float("-inf")
+        self._unsaid = 0
+        self._lock = threading.Lock()
+
+    def note(self, key: RunKey, error: ApiError) -> None:
+        now = self._timer()
+        with self._lock:
+            if now < self._next:
+                self._unsaid += 1
+                return
+            unsaid, self._unsaid, self._next = self._unsaid, 0, now + self._interval
+        log.warning(
+            "cannot read a Run to settle a bind whose outcome is unknown; its reservation is kept until a read succeeds",
+            extra={"run": str(key), "error": str(error), "kind": error.kind, "unlogged_since_last": unsaid},
+        )
 
 
 def _log(key: RunKey, step: Step | None, settled: Settled, binder: StatusBinder) -> None:
