@@ -4,10 +4,12 @@ the scheduler's own ServiceAccount credential."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 
 from .support import REPO, SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT, kubectl
@@ -35,3 +37,9 @@ def scheduler_kubeconfig(deployed: ControlPlane, tmp_path: Path) -> Path:
     return deployed.service_account_kubeconfig(
         tmp_path / "scheduler.kubeconfig", SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT
     )
+
+
+@pytest.fixture(scope="module")
+def private_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane of this module's own: for RBAC the shared one must not see, or restarts."""
+    yield from controlplane.private(tmp_path_factory.mktemp("controlplane"))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
 
-from tests.controlplane.server import ControlPlane
+from tests.controlplane.server import ControlPlane, free_port
+from tests.polling import wait_until
 
 REPO: Final = Path(__file__).resolve().parents[2]
 SCHEDULER_NAMESPACE: Final = "kruntimes-system"
@@ -78,3 +83,63 @@ def runs(plane: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
 
 def dumps(value: object) -> str:
     return json.dumps(value, indent=1, sort_keys=True)
+
+
+KRUNTIMES: Final = Path(sys.executable).with_name("kruntimes")
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class SchedulerProcess:
+    """``kruntimes scheduler`` as a process of its own, its log in a file (JSON lines)."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+    health_port: int
+
+    @classmethod
+    def start(cls, kubeconfig: Path, log: Path, *args: str) -> SchedulerProcess:
+        health = free_port()
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                [str(KRUNTIMES), "scheduler", "--kubeconfig", str(kubeconfig), "--health-probe-bind-address",
+                 f"127.0.0.1:{health}", "--log-format", "json", *args],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+        return cls(popen, log, health)
+
+    def wait_ready(self) -> None:
+        wait_until(lambda: ready(self.health_port) or self.popen.poll() is not None, timeout=60, interval=0.1, what="/readyz")
+        assert self.popen.poll() is None, f"the scheduler exited: {self.tail()}"
+
+    def tail(self, size: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-size:]
+
+    def refused_requests(self) -> list[str]:
+        """Log lines that report a request the API server refused with 401 or 403."""
+        return [line for line in self.log.read_text(errors="replace").splitlines()
+                if "HTTP 403" in line or "HTTP 401" in line or "forbidden" in line.lower()]
+
+    def stop(self) -> int:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+        return self.popen.wait(30)
+
+    def kill(self) -> None:
+        self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait(30)
+
+
+def apply_rendered(plane: ControlPlane, directory: Path) -> None:
+    """``kubectl kustomize DIR | kubectl apply -f -`` as the admin, CRDs established before returning."""
+    rendered = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    kubectl(plane, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered.stdout)
+    kubectl(plane, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")

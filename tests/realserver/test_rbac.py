@@ -2,64 +2,51 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.controlplane.server import ControlPlane, free_port
+from tests.controlplane.server import ControlPlane
 from tests.polling import wait_until
 
-from .support import create, dumps, ready_runtime_pod, run_manifest, runs
-
-KRUNTIMES = Path(sys.executable).with_name("kruntimes")
+from .support import SchedulerProcess, create, dumps, ready_runtime_pod, run_manifest, runs
 
 
 @pytest.fixture
-def scheduler_process(scheduler_kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-    log = tmp_path / "scheduler.log"
-    health = free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(KRUNTIMES), "scheduler", "--kubeconfig", str(scheduler_kubeconfig), "--namespace", namespace,
-             # deploy/ grants the one Lease the Deployment uses: a test of its own may not make another
-             "--leader-elect=false",
-             "--metrics-bind-address", "0", "--health-probe-bind-address", f"127.0.0.1:{health}", "--log-format", "json"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
+def scheduler(scheduler_kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[SchedulerProcess]:
+    # deploy/ grants the one Lease the Deployment uses, so a test of its own may not elect on another
+    running = SchedulerProcess.start(
+        scheduler_kubeconfig, tmp_path / "scheduler.log", "--namespace", namespace, "--leader-elect=false",
+        "--metrics-bind-address", "0",
+    )
     try:
-        # ready and leading: from now on each new Run is planned by its own event
-        wait_until(lambda: _ready(health), timeout=60, interval=0.1, what="the scheduler's /readyz")
-        yield proc, log
+        running.wait_ready()  # ready and leading: from now on each new Run is planned by its own event
+        yield running
     finally:
-        proc.terminate()
-        assert proc.wait(30) == 0, log.read_text()[-3000:]
+        assert running.stop() == 0, running.tail()
 
 
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
-
-
-def test_the_scheduler_binds_runs_as_its_own_service_account_without_a_403(
-    deployed: ControlPlane, namespace: str, scheduler_process: tuple[subprocess.Popen[bytes], Path]
+def test_the_scheduler_binds_runs_and_writes_events_as_its_own_service_account_without_a_403(
+    deployed: ControlPlane, namespace: str, scheduler: SchedulerProcess
 ) -> None:
-    _, log = scheduler_process
     ready_runtime_pod(deployed, namespace, "python-0", "python", {"runs": "2"})
     for i in range(3):
         create(deployed, f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs", run_manifest(namespace, f"r{i}", "python"))
+
     def phases() -> list[str]:
         return sorted(r.get("status", {}).get("phase", "") for r in runs(deployed, namespace).values())
 
     try:  # two bound, the third told why it waits: the pod's two slots are taken
         wait_until(lambda: phases() == ["Pending", "Scheduled", "Scheduled"], timeout=60, interval=0.2, what="two bound, one waiting")
     except AssertionError as failed:
-        raise AssertionError(f"{failed}: {dumps(runs(deployed, namespace))}\nthe scheduler's log ends:\n{log.read_text()[-3000:]}") from None
-    text = log.read_text()
-    assert "forbidden" not in text.lower() and " 403" not in text, text[-3000:]
+        raise AssertionError(f"{failed}: {dumps(runs(deployed, namespace))}\nthe scheduler's log ends:\n{scheduler.tail()}") from None
+
+    def reasons() -> list[str]:
+        listed = deployed.request("GET", f"/api/v1/namespaces/{namespace}/events")
+        assert isinstance(listed, dict)
+        return sorted(str(e.get("reason")) for e in listed["items"])
+
+    wait_until(lambda: reasons().count("Scheduled") == 2 and "FailedScheduling" in reasons(), timeout=30, interval=0.2,
+               what="a Scheduled Event per bind and a FailedScheduling Event")
+    assert not scheduler.refused_requests(), scheduler.refused_requests()
