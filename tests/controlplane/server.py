@@ -350,8 +350,19 @@ class ControlPlane:
             method=method,
             headers={"Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, context=self._ssl(), timeout=30) as answer:
-            return json.loads(answer.read() or b"null")
+        return self._send(request)
+
+    def _send(self, request: urllib.request.Request) -> object:
+        """Send; a 429 (a server just started, priority and fairness) is retried after its Retry-After, as kubectl does."""
+        for _ in range(30):
+            try:
+                with urllib.request.urlopen(request, context=self._ssl(), timeout=30) as answer:
+                    return json.loads(answer.read() or b"null")
+            except urllib.error.HTTPError as refused:
+                if refused.code != 429:
+                    raise
+                time.sleep(min(float(refused.headers.get("Retry-After") or 1), 2.0))
+        raise ControlPlaneError(f"{request.full_url}: still 429 Too Many Requests after 30 tries")
 
     def request_patch(self, path: str, patch: object) -> object:
         """A JSON merge patch as the admin."""
@@ -361,8 +372,7 @@ class ControlPlane:
             method="PATCH",
             headers={"Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/merge-patch+json"},
         )
-        with urllib.request.urlopen(request, context=self._ssl(), timeout=30) as answer:
-            return json.loads(answer.read() or b"null")
+        return self._send(request)
 
     def _apiserver_ready(self) -> bool:
         try:
