@@ -282,6 +282,70 @@ def test_a_json_patch_index_that_is_not_ascii_digits_is_a_422(http: urllib3.Pool
         _assert_status(code, body, 422, "Invalid")
 
 
+# -- protobuf ---------------------------------------------------------------------------------
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, value: bytes | str) -> bytes:
+    data = value.encode() if isinstance(value, str) else value
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def _envelope(api_version: str, kind: str, raw: bytes) -> bytes:
+    return b"k8s\x00" + _field(1, _field(1, api_version) + _field(2, kind)) + _field(2, raw)
+
+
+def _namespace(name: str, labels: dict[str, str], annotations: dict[str, str]) -> bytes:
+    meta = _field(1, name) + _field(2, "") + _field(8, b"")  # as client-go writes them: empty fields included
+    meta += b"".join(_field(11, _field(1, k) + _field(2, v)) for k, v in labels.items())
+    meta += b"".join(_field(12, _field(1, k) + _field(2, v)) for k, v in annotations.items())
+    return _envelope("v1", "Namespace", _field(1, meta) + _field(2, b"") + _field(3, b""))
+
+
+def test_a_protobuf_namespace_is_created_with_its_labels_and_annotations(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    body = _namespace("team-y", {"team": "y"}, {"owner": "ops@example.com"})
+    resp = http.request("POST", cluster.url + "/api/v1/namespaces", body=body, headers={"Content-Type": PROTOBUF, "Accept": PROTOBUF + ",application/json"})
+    assert resp.status == 201, resp.data[:300]
+    created = json.loads(resp.data)
+    assert created["metadata"]["name"] == "team-y" and created["status"]["phase"] == "Active"
+    assert created["metadata"]["labels"] == {"team": "y"} and created["metadata"]["annotations"] == {"owner": "ops@example.com"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"{}",
+        b"k8s\x00\x0a\xff",  # a length past the end
+        b"k8s\x00\x0b",  # wire type 3, a group
+        b"k8s\x00" + b"\x80" * 11,  # a varint longer than 10 bytes
+        _envelope("v1", "Pod", b""),  # a Pod sent to the namespaces
+    ],
+)
+def test_a_malformed_protobuf_namespace_is_a_400(http: urllib3.PoolManager, cluster: DevCluster, body: bytes) -> None:
+    resp = http.request("POST", cluster.url + "/api/v1/namespaces", body=body, headers={"Content-Type": PROTOBUF})
+    answer = json.loads(resp.data)
+    _assert_status(resp.status, answer, 400, "BadRequest")
+
+
+def test_protobuf_for_any_other_kind_is_a_415_that_asks_for_json(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    body = _envelope("v1", "Pod", _field(1, _field(1, "p")))
+    resp = http.request("POST", cluster.url + PODS, body=body, headers={"Content-Type": PROTOBUF})
+    answer = json.loads(resp.data)
+    _assert_status(resp.status, answer, 415, "UnsupportedMediaType")
+    assert "application/json" in answer["message"] and "protobuf only for namespaces" in answer["message"]
+
+
 # -- bugs -----------------------------------------------------------------------------------
 
 

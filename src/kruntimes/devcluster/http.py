@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from kruntimes.devcluster import errors, openapi_v2, reviews
+from kruntimes.devcluster import errors, openapi_v2, protobuf, reviews
 from kruntimes.devcluster.auth import Authorizer
 from kruntimes.devcluster.bodies import MAX_BODY_BYTES, decode_json, decode_yaml, short, too_deep, too_large
 from kruntimes.devcluster.discovery import (
@@ -483,12 +483,14 @@ class Handler(BaseHTTPRequestHandler):
         return Route(rd, namespace, name, subresource)
 
     def _decode_object(self, body: bytes, rd: ResourceDef | None) -> Any:
-        """A create or update body in any format the dev cluster reads."""
+        """A create or update body in any format the dev cluster reads (protobuf: only a Namespace, ``devcluster/protobuf.py``)."""
         content_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type in _JSON_TYPES:
             return decode_json(body)
         if content_type in _YAML_TYPES:
             return decode_yaml(body)
+        if content_type == protobuf.MEDIA_TYPE and rd is not None:
+            return protobuf.decode(body, rd.api_version, rd.kind)
         raise errors.unsupported_media_type(content_type)
 
     def _verb(self, method: str, route: Route, query: dict[str, list[str]]) -> str:
