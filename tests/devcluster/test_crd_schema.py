@@ -17,7 +17,7 @@ from celpy import celtypes
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.celrules import EXTENSIONS, compile_rule, split
 from kruntimes.devcluster.errors import FieldError
-from kruntimes.devcluster.http import MAX_BODY_DEPTH
+from kruntimes.devcluster.bodies import MAX_BODY_DEPTH
 from kruntimes.devcluster.resources import KRUNTIMES_RESOURCES, definitions_from_crd, kruntimes_crds
 from kruntimes.devcluster.schema import apply_schema, compile_schema_rules, format_ok
 

@@ -192,3 +192,32 @@ def test_kubectl_sees_the_kruntimes_crds_installed_at_start(kubectl: Kubectl, si
     resources = kubectl("api-resources", "--api-group=kruntimes.io").stdout
     assert re.search(r"^runs\s+rn\s+kruntimes.io/v1alpha1\s+true\s+Run$", resources, re.M)
     assert json.loads(kubectl("version", "-o", "json").stdout)["serverVersion"]["minor"] == "32"
+
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: web
+    image: nginx:1.27
+"""
+
+
+def test_kubectl_creates_a_namespace_then_creates_applies_gets_and_deletes_a_pod_in_it(kubectl: Kubectl) -> None:
+    # `kubectl create namespace` is a generated client: it sends only protobuf and does not retry a 415 as JSON
+    assert kubectl("create", "namespace", "team-x").stdout.strip() == "namespace/team-x created"
+    assert kubectl.json("get", "namespace", "team-x")["status"]["phase"] == "Active"
+    assert kubectl("create", "-n", "team-x", "-f", "-", stdin=POD).stdout.strip() == "pod/web created"
+    applied = kubectl("apply", "-n", "team-x", "-f", "-", stdin=POD.replace("app: web", "app: shop"))
+    assert "pod/web configured" in applied.stdout
+    assert kubectl.json("get", "-n", "team-x", "pod", "web")["metadata"]["labels"] == {"app": "shop"}
+    assert kubectl("get", "-n", "team-x", "pods", "-o", "name").stdout.split() == ["pod/web"]
+    assert kubectl("delete", "-n", "team-x", "pod", "web").stdout.strip() == 'pod "web" deleted'
+    assert kubectl("delete", "namespace", "team-x").stdout.strip() == 'namespace "team-x" deleted'
+    gone = kubectl("get", "namespace", "team-x", check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr

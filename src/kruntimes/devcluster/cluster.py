@@ -22,6 +22,7 @@ from kruntimes.devcluster.auth import Authorizer
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.faults import Faults
 from kruntimes.devcluster.http import DevClusterHTTPServer, ServerSettings
+from kruntimes.devcluster.kubeconfig import CONTEXT_NAME, write_private
 from kruntimes.devcluster.resources import CRD_RESOURCE, KRUNTIMES_RESOURCES, ResourceDef, ResourceRegistry, crd_manifest
 from kruntimes.devcluster.celrules import warm_up
 from kruntimes.devcluster.schema import compile_schema_rules
@@ -30,7 +31,6 @@ from kruntimes.devcluster.simulator import RUNTIMES, RuntimeSimulator, Simulator
 from kruntimes.devcluster.store import DEFAULT_EVENT_WINDOW, Store, WriteContext, WriteRecord
 from kruntimes.devcluster.types import GroupResource, Obj, json_copy
 
-CONTEXT_NAME: Final = "kruntimes-dev-cluster"
 STARTUP_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 DEFAULT_RUNTIME_IMAGE: Final = "ghcr.io/kruntimes/dev-runtime:latest"
 _SETUP: Final = WriteContext("create", user_agent="kruntimes-devcluster/setup")
@@ -185,11 +185,13 @@ class DevCluster:
             "preferences": {},
         }
 
+    def kubeconfig_text(self, *, namespace: str = "default") -> str:
+        return yaml.safe_dump(self.kubeconfig(namespace=namespace), sort_keys=False)
+
     def write_kubeconfig(self, path: Path, *, namespace: str = "default") -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(self.kubeconfig(namespace=namespace), sort_keys=False))
-        path.chmod(0o600)
-        return path
+        """Write :meth:`kubeconfig` to ``path`` (mode 0600, never through a symlink; an existing file
+        only if a dev cluster wrote it: ``devcluster/kubeconfig.py``); raises ``KubeconfigError``."""
+        return write_private(path, self.kubeconfig_text(namespace=namespace))
 
     def kubeconfig_path(self, directory: Path, *, namespace: str = "default") -> Path:
         """Write ``kubeconfig`` into ``directory`` and return the file's path."""

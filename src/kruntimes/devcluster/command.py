@@ -6,7 +6,6 @@ import argparse
 import re
 import signal
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from kruntimes.devcluster.auth import AuthFileError, Authorizer, parse_policy_fi
 from kruntimes.devcluster.cluster import DevCluster, is_loopback
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.gcpauses import quick_turns, shorten_pauses
+from kruntimes.devcluster.kubeconfig import KubeconfigError, remove_temporary, write_private, write_temporary
 from kruntimes.devcluster.simulator import SimulatorSettings
 
 _RUNTIME: Final = re.compile(r"^(?:(?P<ns>[a-z0-9-]+)/)?(?P<name>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)=(?P<replicas>\d+)(?:x(?P<runs>\d+))?$")
@@ -76,7 +76,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EPILOG
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: loopback only; anything else exposes an unauthenticated API unless --token)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on; 0 (default) picks a free one")
-    parser.add_argument("--kubeconfig-out", type=Path, metavar="FILE", help="where to write the kubeconfig (default: a file in the temp directory, removed on exit)")
+    parser.add_argument("--kubeconfig-out", type=Path, metavar="FILE",
+                        help="where to write the kubeconfig, mode 0600 (default: a new private directory in the temp directory, removed on exit); "
+                        "never written through a symlink, and an existing FILE is replaced only if a dev cluster wrote it")
     parser.add_argument("--runtime", dest="runtimes", type=parse_runtime, action="append", default=[], metavar="[NS/]NAME=REPLICASxRUNS",
                         help="create a Runtime at start, e.g. python=3x2: 3 pods with capacity runs: 2 (repeatable)")
     parser.add_argument("--crds", type=Path, action="append", default=[], metavar="PATH",
@@ -125,22 +127,27 @@ def run(args: argparse.Namespace) -> int:
         except ApiError as exc:
             print(f"kruntimes dev-cluster: a CRD from --crds was refused: {exc.message}", file=sys.stderr)
             return 1
-        temporary = args.kubeconfig_out is None
-        path = (args.kubeconfig_out or Path(tempfile.gettempdir()) / f"kruntimes-dev-cluster-{cluster.port}.kubeconfig").resolve()
-        cluster.write_kubeconfig(path)
-        for spec in args.runtimes:
-            try:
-                cluster.service.ensure_namespace(spec.namespace)
-                cluster.add_runtime(spec.name, replicas=spec.replicas, capacity={"runs": str(spec.runs)}, namespace=spec.namespace)
-            except ApiError as exc:
-                print(f"kruntimes dev-cluster: runtime {spec.name}: {exc.message}", file=sys.stderr)
-                return 1
-        _banner(args, cluster, path, simulator)
-        stop.wait()
-        print("kruntimes dev-cluster: stopping", flush=True)
-        if temporary:
-            path.unlink(missing_ok=True)
-        return 0
+        text = cluster.kubeconfig_text()
+        try:
+            path = write_temporary(text) if args.kubeconfig_out is None else write_private(args.kubeconfig_out, text)
+        except KubeconfigError as exc:
+            print(f"kruntimes dev-cluster: --kubeconfig-out: {exc}", file=sys.stderr)
+            return 2
+        try:
+            for spec in args.runtimes:
+                try:
+                    cluster.service.ensure_namespace(spec.namespace)
+                    cluster.add_runtime(spec.name, replicas=spec.replicas, capacity={"runs": str(spec.runs)}, namespace=spec.namespace)
+                except ApiError as exc:
+                    print(f"kruntimes dev-cluster: runtime {spec.name}: {exc.message}", file=sys.stderr)
+                    return 1
+            _banner(args, cluster, path, simulator)
+            stop.wait()
+            print("kruntimes dev-cluster: stopping", flush=True)
+            return 0
+        finally:
+            if args.kubeconfig_out is None:
+                remove_temporary(path)
     finally:
         cluster.stop()
         for s, handler in previous.items():
@@ -156,7 +163,7 @@ def _banner(args: argparse.Namespace, cluster: DevCluster, path: Path, simulator
     if not is_loopback(args.host):
         lines.append(f"WARNING: bound to {args.host}, reachable from other machines" + ("" if args.token else " WITHOUT authentication (use --token)"))
     lines += [
-        f"kubeconfig: {path}",
+        f"kubeconfig: {path}" + (" (private to you, removed on exit)" if args.kubeconfig_out is None else ""),
         "",
         f"  export KUBECONFIG={path}",
         "  kubectl get runs",

@@ -26,6 +26,7 @@ REASON_CODES: Final[dict[str, int]] = {
     "Conflict": 409,
     "Gone": 410,
     "Expired": 410,
+    "RequestEntityTooLarge": 413,
     "UnsupportedMediaType": 415,
     "Invalid": 422,
     "TooManyRequests": 429,

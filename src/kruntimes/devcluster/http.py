@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import json
+import re
 import select
 import socket
 import sys
@@ -25,10 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, final
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import yaml
-
-from kruntimes.devcluster import errors, openapi_v2, reviews
+from kruntimes.devcluster import errors, openapi_v2, protobuf, reviews
 from kruntimes.devcluster.auth import Authorizer
+from kruntimes.devcluster.bodies import MAX_BODY_BYTES, decode_json, decode_yaml, short, too_deep, too_large
 from kruntimes.devcluster.discovery import (
     SERVER_VERSION,
     OpenApiCache,
@@ -39,6 +39,7 @@ from kruntimes.devcluster.discovery import (
 )
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.faults import WRITE_VERBS, Faults, RequestInfo, Verdict
+from kruntimes.devcluster.params import check_write_options, delete_options, first, flag, include_object, int64
 from kruntimes.devcluster.patches import APPLY, JSON_PATCH, MERGE, STRATEGIC
 from kruntimes.devcluster.resources import ResourceDef
 from kruntimes.devcluster.selectors import Selection, parse_selection
@@ -51,6 +52,12 @@ _HEALTH: Final = frozenset(("/healthz", "/livez", "/readyz"))
 _JSON_TYPES: Final = frozenset(("application/json", ""))
 _YAML_TYPES: Final = frozenset(("application/yaml", "application/x-yaml", "text/yaml"))
 _PATCH_TYPES: Final = frozenset((MERGE, JSON_PATCH, STRATEGIC))
+_OPTIONS_KIND: Final = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
+_CHUNK_SIZE: Final = re.compile(rb"[0-9a-fA-F]{1,8}")
+_CONTENT_LENGTH: Final = re.compile(r"[0-9]{1,18}")
+_MAX_DISCARDED_BYTES: Final = 64 * 1024 * 1024
+"""How much of a body over the limit is read and dropped so the client gets its 413 on a connection it
+can reuse (Go's server drains an unread body too); a longer body is cut off with the connection."""
 _request_ids = itertools.count(1)
 
 
@@ -184,45 +191,6 @@ class DevClusterHTTPServer(ThreadingHTTPServer):
         self.server_close()
 
 
-MAX_BODY_DEPTH: Final = 128
-"""How deeply objects and arrays may nest in a request body. kube-apiserver's decoder stops at 10000;
-the dev cluster stops far earlier (real objects nest about 20 deep) so a hostile body cannot exhaust
-Python's recursion limit anywhere downstream (schema walks, deep copies, patches)."""
-
-
-def too_deep() -> ApiError:
-    return errors.bad_request(f"the request body is nested too deeply: more than {MAX_BODY_DEPTH} levels of objects and arrays")
-
-
-def check_depth(value: Any, limit: int = MAX_BODY_DEPTH) -> Any:
-    """``value`` itself when it nests at most ``limit`` levels of objects/arrays; else a 400 (iterative, no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            raise too_deep()
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return value
-
-
-def _short(exc: Exception, limit: int = 300) -> str:
-    """An exception's message cut to ``limit`` characters: an error body stays small whatever the input."""
-    text = str(exc)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _first(query: dict[str, list[str]], key: str, default: str = "") -> str:
-    values = query.get(key)
-    return values[0] if values else default
-
-
-def _truthy(value: str) -> bool:
-    return value.lower() in ("1", "true", "yes")
-
-
 class Handler(BaseHTTPRequestHandler):
     """One connection. Each request is routed, checked against faults, and served or refused with a Status."""
 
@@ -276,18 +244,54 @@ class Handler(BaseHTTPRequestHandler):
     # -- plumbing -------------------------------------------------------------------
 
     def _read_body(self) -> bytes:
+        """The request body, at most :data:`MAX_BODY_BYTES` (kube-apiserver's limit) of it: more is a 413."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            chunks: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return b"".join(chunks)
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
+            return self._read_chunked()
+        declared = self.headers.get("Content-Length") or "0"
+        if not _CONTENT_LENGTH.fullmatch(declared):
+            self.close_connection = True  # where this body ends is unknown: the next request cannot be found
+            raise errors.bad_request(f"invalid Content-Length: {short(declared, 40)}")
+        length = int(declared)
+        if length > MAX_BODY_BYTES:
+            if length > _MAX_DISCARDED_BYTES:
+                self.close_connection = True
+            else:
+                self._discard(length)
+            raise too_large()
         return self.rfile.read(length) if length > 0 else b""
+
+    def _discard(self, length: int) -> None:
+        while length > 0:
+            got = len(self.rfile.read(min(length, 64 * 1024)))
+            if got == 0:
+                break
+            length -= got
+
+    def _read_chunked(self) -> bytes:
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(1024).split(b";")[0].strip()
+            if not _CHUNK_SIZE.fullmatch(line):
+                self.close_connection = True
+                raise errors.bad_request("invalid chunked transfer encoding")
+            size = int(line, 16)
+            if size == 0:
+                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                    pass
+                if total > MAX_BODY_BYTES:
+                    raise too_large()
+                return b"".join(chunks)
+            total += size
+            if total > _MAX_DISCARDED_BYTES:
+                self.close_connection = True
+                raise too_large()
+            if total > MAX_BODY_BYTES:
+                chunks.clear()
+                self._discard(size)
+            else:
+                chunks.append(self.rfile.read(size))
+            self.rfile.readline(1024)
 
     def _send_bytes(self, code: int, body: bytes, content_type: str = "application/json", headers: list[tuple[str, str]] | None = None) -> None:
         self.send_response(code)
@@ -344,7 +348,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             review = reviews.BY_PATH.get(path)
             if review is not None:
-                answer = reviews.serve(self._authorizer(), review, method, self._decode_object(body) if method == "POST" else None)
+                answer = reviews.serve(self._authorizer(), review, method, self._decode_object(body, None) if method == "POST" else None)
                 self._send_json(201, answer)
                 return
             route = self._route(path)
@@ -358,8 +362,9 @@ class Handler(BaseHTTPRequestHandler):
         except RecursionError:  # defence in depth: a body deeper than any decoder check anticipated
             self._answer_error(too_deep())
         except Exception as exc:  # a bug: answer like the API server would (log the traceback, answer briefly)
+            sys.stderr.write(f"kruntimes dev-cluster: request {self._request_id} ({self.command} {short(self.path, 200)}) failed:\n")
             traceback.print_exc(limit=20, file=sys.stderr)
-            self._answer_error(errors.internal_error(f"{type(exc).__name__}: {_short(exc)}"))
+            self._answer_error(errors.internal_error(f"{type(exc).__name__}: {short(str(exc))}"))
 
     def _answer_error(self, exc: ApiError) -> None:
         """Send the error ``Status``; a client that already hung up gets nothing, quietly."""
@@ -439,9 +444,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/_devcluster/faults" and method == "GET":
             self._send_json(200, {"rules": [r.to_json() for r in srv.faults.rules()]})
         elif path == "/_devcluster/faults" and method == "POST":
-            self._send_json(200, srv.faults.apply_json(self._decode_json(body)))
+            self._send_json(200, srv.faults.apply_json(decode_json(body)))
         elif path == "/_devcluster/history" and method == "GET":
-            since = int(_first(query, "since", "0") or 0)
+            since = int64(query, "since") or 0
             store = srv.service.store
             self._send_json(200, {"resourceVersion": str(store.resource_version), "items": [record_json(r) for r in store.writes(since)]})
         elif path == "/_devcluster/stats" and method == "GET":
@@ -477,31 +482,21 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return Route(rd, namespace, name, subresource)
 
-    def _decode_json(self, body: bytes) -> Any:
-        try:
-            return check_depth(json.loads(body or b"null"))
-        except RecursionError:
-            raise too_deep() from None
-        except ValueError as exc:
-            raise errors.bad_request(f"invalid JSON in request body: {_short(exc)}") from None
-
-    def _decode_object(self, body: bytes) -> Any:
+    def _decode_object(self, body: bytes, rd: ResourceDef | None) -> Any:
+        """A create or update body in any format the dev cluster reads (protobuf: only a Namespace, ``devcluster/protobuf.py``)."""
         content_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type in _JSON_TYPES:
-            return self._decode_json(body)
+            return decode_json(body)
         if content_type in _YAML_TYPES:
-            try:
-                return check_depth(yaml.safe_load(body))
-            except RecursionError:
-                raise too_deep() from None
-            except yaml.YAMLError as exc:
-                raise errors.bad_request(f"invalid YAML in request body: {_short(exc)}") from None
+            return decode_yaml(body)
+        if content_type == protobuf.MEDIA_TYPE and rd is not None:
+            return protobuf.decode(body, rd.api_version, rd.kind)
         raise errors.unsupported_media_type(content_type)
 
     def _verb(self, method: str, route: Route, query: dict[str, list[str]]) -> str:
         collection = not route.name
         verbs = {
-            ("GET", True): "watch" if _truthy(_first(query, "watch")) else "list",
+            ("GET", True): "watch" if flag(query, "watch") else "list",
             ("GET", False): "get",
             ("POST", True): "create",
             ("PUT", False): "update",
@@ -528,45 +523,46 @@ class Handler(BaseHTTPRequestHandler):
         if verdict.after_commit and verb in WRITE_VERBS:
             self._after_commit = verdict
         context = WriteContext(verb, route.subresource, user_agent, self._request_id)
-        dry_run = "All" in query.get("dryRun", [])
-        options = WriteOptions(dry_run=dry_run, field_validation=_first(query, "fieldValidation"))
+        if verb in _OPTIONS_KIND:
+            check_write_options(_OPTIONS_KIND[verb], query)
+        options = WriteOptions(dry_run="All" in query.get("dryRun", []), field_validation=first(query, "fieldValidation"))
         tables = table_version(self.headers.get("Accept", ""))
+        include = include_object(query) if tables else ""
         ns = namespace or ""
         if verb in ("list", "watch", "deletecollection"):
-            selection = parse_selection(_first(query, "labelSelector"), _first(query, "fieldSelector"), rd.selectable_fields)
+            selection = parse_selection(first(query, "labelSelector"), first(query, "fieldSelector"), rd.selectable_fields)
+            limit = int64(query, "limit") or 0  # read for every verb: a malformed one is a 400 even where it is ignored
             if verb == "watch":
-                self._serve_watch(route, selection, query, tables, expire=verdict.expire_watch)
+                self._serve_watch(route, selection, query, tables, include, expire=verdict.expire_watch)
             elif verb == "list":
-                listed = service.list(rd, namespace, selection, limit=int(_first(query, "limit", "0") or 0), continue_token=_first(query, "continue"))
+                listed = service.list(rd, namespace, selection, limit=max(limit, 0), continue_token=first(query, "continue"))
                 if tables:
                     meta = listed["metadata"]
-                    self._send_json(200, table(rd, listed["items"], now=time.time(), resource_version=meta["resourceVersion"], continue_token=meta.get("continue", ""), include_object=_first(query, "includeObject", "Metadata"), api_version=f"meta.k8s.io/{tables}"))
+                    self._send_json(200, table(rd, listed["items"], now=time.time(), resource_version=meta["resourceVersion"], continue_token=meta.get("continue", ""), include_object=include, api_version=f"meta.k8s.io/{tables}"))
                 else:
                     self._send_json(200, listed)
             else:
-                self._send_json(200, service.delete_collection(rd, namespace, selection, context))
+                removal = delete_options(query, decode_json(body) if body.strip() else None)
+                self._send_json(200, service.delete_collection(rd, namespace, selection, context, dry_run=removal.dry_run))
             return
         if verb == "get":
             obj = service.get(rd, ns, route.name)
             if tables:
-                self._send_json(200, table(rd, [obj], now=time.time(), resource_version=obj["metadata"].get("resourceVersion", ""), include_object=_first(query, "includeObject", "Metadata"), api_version=f"meta.k8s.io/{tables}"))
+                self._send_json(200, table(rd, [obj], now=time.time(), resource_version=obj["metadata"].get("resourceVersion", ""), include_object=include, api_version=f"meta.k8s.io/{tables}"))
             else:
                 self._send_json(200, obj)
         elif verb == "create":
-            self._send_json(201, service.create(rd, ns, self._decode_object(body), context, options), warnings=options.warnings)
+            self._send_json(201, service.create(rd, ns, self._decode_object(body, rd), context, options), warnings=options.warnings)
         elif verb == "update":
-            self._send_json(200, service.update(rd, ns, route.name, self._decode_object(body), context, options), warnings=options.warnings)
+            self._send_json(200, service.update(rd, ns, route.name, self._decode_object(body, rd), context, options), warnings=options.warnings)
         elif verb == "patch":
             content_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if content_type == APPLY or content_type not in _PATCH_TYPES:
                 raise errors.unsupported_media_type(content_type)
-            self._send_json(200, service.patch(rd, ns, route.name, content_type, self._decode_json(body), context, options), warnings=options.warnings)
+            self._send_json(200, service.patch(rd, ns, route.name, content_type, decode_json(body), context, options), warnings=options.warnings)
         else:  # delete
-            delete_options = self._decode_json(body) if body.strip() else {}
-            if not isinstance(delete_options, dict):
-                raise errors.bad_request("DeleteOptions must be an object")
-            dry = dry_run or "All" in (delete_options.get("dryRun") or [])
-            obj, gone = service.delete(rd, ns, route.name, context, preconditions=delete_options.get("preconditions"), dry_run=dry)
+            removal = delete_options(query, decode_json(body) if body.strip() else None)
+            obj, gone = service.delete(rd, ns, route.name, context, preconditions=removal.preconditions, dry_run=removal.dry_run)
             self._send_json(200 if gone else 202, obj)
 
     # -- watch ------------------------------------------------------------------------------
@@ -595,13 +591,14 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             return True
 
-    def _serve_watch(self, route: Route, selection: Selection, query: dict[str, list[str]], tables: str | None, *, expire: bool) -> None:
+    def _serve_watch(self, route: Route, selection: Selection, query: dict[str, list[str]], tables: str | None, include: str, *, expire: bool) -> None:
         srv = self.srv
         rd = route.rd
+        timeout = self._watch_timeout(query)  # before subscribing: a malformed one is a 400 and leaves nothing behind
         try:
             if expire:
-                raise errors.expired(f"too old resource version: {_first(query, 'resourceVersion') or 0} (injected by dev-cluster fault)")
-            sub = srv.service.watch(rd, route.namespace, selection, _first(query, "resourceVersion"), send_initial_events=_truthy(_first(query, "sendInitialEvents")))
+                raise errors.expired(f"too old resource version: {first(query, 'resourceVersion') or 0} (injected by dev-cluster fault)")
+            sub = srv.service.watch(rd, route.namespace, selection, first(query, "resourceVersion"), send_initial_events=flag(query, "sendInitialEvents"))
         except ApiError as exc:
             if exc.code != 410:
                 raise
@@ -610,9 +607,8 @@ class Handler(BaseHTTPRequestHandler):
             self._write_chunk(json.dumps({"type": "ERROR", "object": exc.status()}).encode() + b"\n")
             self._end_stream()
             return
-        timeout = float(_first(query, "timeoutSeconds") or srv.settings.default_watch_timeout)
-        bookmarks = _truthy(_first(query, "allowWatchBookmarks"))
-        encoder = _WatchEncoder(rd, tables, _first(query, "includeObject", "Metadata"))
+        bookmarks = flag(query, "allowWatchBookmarks")
+        encoder = _WatchEncoder(rd, tables, include)
         srv.watch_started()
         start = time.monotonic()
         deadline = start + timeout
@@ -644,9 +640,18 @@ class Handler(BaseHTTPRequestHandler):
             self._end_stream()
         except OSError:
             self.close_connection = True
+        except Exception:  # a bug, after the 200 went out: no Status can follow, so log it and cut the stream
+            sys.stderr.write(f"kruntimes dev-cluster: watch {self._request_id} ({short(self.path, 200)}) failed:\n")
+            traceback.print_exc(limit=20, file=sys.stderr)
+            self.close_connection = True
         finally:
             srv.service.store.unsubscribe(sub)
             srv.watch_ended()
+
+    def _watch_timeout(self, query: dict[str, list[str]]) -> float:
+        """``timeoutSeconds`` as kube-apiserver takes it: an int64; 0 or absent is the server's default; negative ends at once."""
+        seconds = int64(query, "timeoutSeconds") or 0
+        return float(seconds) if seconds else self.srv.settings.default_watch_timeout
 
 
 @final

@@ -3,10 +3,14 @@
 Merge patch is RFC 7386; JSON patch is RFC 6902. Strategic merge patch is
 served as merge patch for built-in kinds (their list-merge keys are not
 modelled) and refused with 415 for custom resources, as a real server does.
+A JSON patch has kube-apiserver's bounds: at most 10000 operations (413), and
+``copy`` operations may add at most 3 MiB of JSON between them (422), so a
+short patch cannot double an object again and again.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from kruntimes.devcluster.errors import ApiError, bad_request, unsupported_media_type
@@ -16,6 +20,10 @@ MERGE: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
 STRATEGIC: Final = "application/strategic-merge-patch+json"
 APPLY: Final = "application/apply-patch+yaml"
+MAX_JSON_PATCH_OPERATIONS: Final = 10_000
+"""kube-apiserver's ``maxJSONPatchOperations``."""
+MAX_COPY_BYTES: Final = 3 * 1024 * 1024
+"""kube-apiserver's ``JSONPatchMaxCopyBytes`` (json-patch's ``AccumulatedCopySizeLimit``)."""
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -52,12 +60,20 @@ def _invalid_patch(why: str) -> ApiError:
     return ApiError("Invalid", f"the server rejected our request due to an error in our request: {why}", code=422)
 
 
+def _index(tok: str, size: int) -> int | None:
+    """An array index token as RFC 6901 writes one (ASCII digits), when it is below ``size``."""
+    if not (tok.isascii() and tok.isdigit()) or len(tok) > 18:
+        return None
+    index = int(tok)
+    return index if index < size else None
+
+
 def _step(cur: Any, tok: str, path: str) -> Any:
     """One JSON-pointer step into an object or an array; a missing step is an invalid patch."""
     if isinstance(cur, dict) and tok in cur:
         return cur[tok]
-    if isinstance(cur, list) and tok.isdigit() and int(tok) < len(cur):
-        return cur[int(tok)]
+    if isinstance(cur, list) and (index := _index(tok, len(cur))) is not None:
+        return cur[index]
     raise _invalid_patch(f"doc is missing path: {path}")
 
 
@@ -82,8 +98,8 @@ def _remove(doc: Any, path: str) -> Any:
     parent, last = _parent(doc, tokens, path)
     if isinstance(parent, dict) and last in parent:
         return parent.pop(last)
-    if isinstance(parent, list) and last.isdigit() and int(last) < len(parent):
-        return parent.pop(int(last))
+    if isinstance(parent, list) and (index := _index(last, len(parent))) is not None:
+        return parent.pop(index)
     raise _invalid_patch(f"unable to remove nonexistent key: {last}: missing value")
 
 
@@ -97,8 +113,8 @@ def _add(doc: Any, path: str, value: Any) -> Any:
     elif isinstance(parent, list):
         if last == "-":
             parent.append(value)
-        elif last.isdigit() and int(last) <= len(parent):
-            parent.insert(int(last), value)
+        elif (index := _index(last, len(parent) + 1)) is not None:
+            parent.insert(index, value)
         else:
             raise _invalid_patch(f"add operation index out of bounds: {last}")
     else:
@@ -110,7 +126,10 @@ def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 over a deep copy of ``target``; a failed ``test`` or a missing path is 422."""
     if not isinstance(operations, list):
         raise bad_request("json patch must be a list of operations")
+    if len(operations) > MAX_JSON_PATCH_OPERATIONS:
+        raise ApiError("RequestEntityTooLarge", f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(operations)}")
     doc = json_copy(target)
+    copied = 0
     for op in operations:
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise bad_request(f"invalid json patch operation: {op!r}")
@@ -128,7 +147,11 @@ def json_patch(target: Any, operations: Any) -> Any:
             value = _remove(doc, str(op.get("from", "")))
             doc = _add(doc, path, value)
         elif kind == "copy":
-            doc = _add(doc, path, json_copy(_get(doc, str(op.get("from", "")))))
+            value = _get(doc, str(op.get("from", "")))
+            copied += len(json.dumps(value, separators=(",", ":")))
+            if copied > MAX_COPY_BYTES:
+                raise _invalid_patch(f"Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_COPY_BYTES}")
+            doc = _add(doc, path, json_copy(value))
         elif kind == "test":
             if _get(doc, path) != op.get("value"):
                 raise _invalid_patch(f"testing value {path} failed: test failed")

@@ -188,7 +188,7 @@ class ObjectService:
             try:
                 token = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
                 rv, start = int(token["rv"]), (str(token["start"][0]), str(token["start"][1]))
-            except (ValueError, KeyError, TypeError, IndexError):
+            except (ValueError, KeyError, TypeError, IndexError, OverflowError):  # OverflowError: an "rv" of Infinity
                 raise errors.bad_request("continue key is not valid") from None
         items: list[Obj] = []
         more = False
@@ -465,13 +465,13 @@ class ObjectService:
                 self._empty_namespace(name)
         return self._present(rd, stored), kind == "DELETED"
 
-    def delete_collection(self, rd: ResourceDef, namespace: str | None, selection: Selection, context: WriteContext) -> Obj:
+    def delete_collection(self, rd: ResourceDef, namespace: str | None, selection: Selection, context: WriteContext, *, dry_run: bool = False) -> Obj:
         listed = self.list(rd, namespace, selection)
         deleted: list[Obj] = []
         for item in listed["items"]:
             meta = item["metadata"]
             try:
-                obj, _ = self.delete(rd, str(meta.get("namespace", "")), str(meta["name"]), context)
+                obj, _ = self.delete(rd, str(meta.get("namespace", "")), str(meta["name"]), context, dry_run=dry_run)
             except ApiError as exc:
                 if exc.reason != "NotFound":
                     raise
