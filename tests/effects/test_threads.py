@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
 import pytest
 
-from kruntimes.effects.threads import OS_NAME_BYTES, named_thread
+from kruntimes.effects.threads import OS_NAME_BYTES, SKIPPABLE, Supervisor, named_thread
 
 HAS_PROC = Path("/proc/thread-self/comm").exists()
 
@@ -68,3 +69,40 @@ def test_the_target_runs_even_where_the_os_name_cannot_be_set(monkeypatch: pytes
     thread.start()
     thread.join(10)
     assert done.is_set()
+
+
+def test_a_supervised_thread_that_raises_is_recorded_once_and_its_listeners_told_without_the_message(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    supervisor = Supervisor()
+    heard: list[str] = []
+    supervisor.on_failure(heard.append)
+
+    tenant_text = "a label value of some tenant"
+
+    def broken() -> None:
+        raise KeyError(tenant_text)
+
+    with caplog.at_level(logging.CRITICAL):
+        first = supervisor.thread(broken, "control")
+        first.start()
+        first.join(10)
+        second = supervisor.thread(broken, "event-recorder")
+        second.start()
+        second.join(10)
+    assert supervisor.wait(0) and supervisor.failure == "control" and heard == ["control"]
+    late: list[str] = []
+    supervisor.on_failure(late.append)
+    assert late == ["control"], "a listener added after the failure hears of it at once"
+    errors = [str(getattr(record, "error", "")) for record in caplog.records]
+    assert len(errors) == 2 and all(error.startswith("KeyError") and "broken" in error for error in errors)
+    assert not any(tenant_text in str(record.__dict__) for record in caplog.records)
+
+
+def test_a_supervised_thread_that_returns_is_no_failure() -> None:
+    supervisor = Supervisor()
+    thread = supervisor.thread(lambda: None, "standby")
+    thread.start()
+    thread.join(10)
+    assert supervisor.failure is None and not supervisor.wait(0)
+    assert set(supervisor.skips()) == set(SKIPPABLE) and not any(supervisor.skips().values())
