@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import pytest
 from returns.result import Failure, Result, Success
@@ -23,8 +24,9 @@ from kruntimes.effects.informer import (
     watched_workspaces,
 )
 from kruntimes.effects.kube import RUNS, ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
+from kruntimes.effects.threads import Supervisor
 from kruntimes.effects.workqueue import ExponentialDelay
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
 from kruntimes.pure.model.objects import Object, RunKey
 from kruntimes.pure.readers.kube import DecodeError, decode_run
 from tests.effects.fakes import FakeClock, FakeSleeper
@@ -145,6 +147,7 @@ def harness(
     watched: Watched | None = None,
     on_event: OnEvent | None = None,
     on_synced: Callable[[], None] | None = None,
+    supervisor: Supervisor | None = None,
 ) -> Harness:
     clock = FakeClock()
     sleeper = FakeSleeper(clock)
@@ -159,6 +162,7 @@ def harness(
         clock=clock,
         sleep=sleeper,
         on_synced=on_synced,
+        supervisor=supervisor,
     )
     kube.informer = informer
     return Harness(kube, informer, state, seen, sleeper)
@@ -255,6 +259,93 @@ def test_malformed_objects_are_skipped_and_counted_never_fatal() -> None:
     assert h.informer.malformed == 2
     assert kinds(h) == [("ADDED", "a"), ("ADDED", "b")]
     assert h.informer.resource_version == "4"
+
+
+SECRET = "tenant-secret-label-value"
+
+
+def hostile_run_json(name: str, rv: str) -> JSONObject:
+    """A Run whose decoding the test makes raise, with an exception message quoting a label."""
+    body = run_json(name, rv)
+    body["metadata"] = {**cast(dict[str, object], body["metadata"]), "labels": {"k": SECRET}}
+    return body
+
+
+def raising_for(*names: str) -> Callable[[object], Result[Object, DecodeError]]:
+    """``decode_run``, but a bug (an exception quoting the object) for the Runs called ``names``."""
+
+    def decode(raw: object) -> Result[Object, DecodeError]:
+        meta = cast(dict[str, object], cast(dict[str, object], raw)["metadata"])
+        if meta["name"] in names:
+            raise ValueError(f"invalid literal for int() with base 10: {meta['labels']!r}")
+        return decode_run(raw)
+
+    return decode
+
+
+def test_an_object_whose_decoding_raises_is_skipped_counted_and_logged_by_its_key_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Listed (the first list after a restart meets it again) or watched, the object is skipped;
+    every other object is applied and the informer goes on watching."""
+    supervisor = Supervisor()
+    h = harness(
+        [listing(hostile_run_json("listed", "1"), run_json("a", "2"), rv="3")],
+        [[event("ADDED", hostile_run_json("watched", "4")), event("ADDED", run_json("b", "5"))]],
+        watched=Watched("runs", RUNS, raising_for("listed", "watched")),
+        supervisor=supervisor,
+    )
+    with caplog.at_level(logging.ERROR):
+        h.run()
+    assert h.informer.has_synced() and kinds(h) == [("ADDED", "a"), ("ADDED", "b")]
+    assert h.informer.resource_version == "5", "the watch went on past the object it skipped"
+    assert supervisor.skips()[("informer-runs", "decode")] == 2 and supervisor.failure is None
+    logged = [r for r in caplog.records if r.name == "kruntimes.effects.threads"]
+    assert [getattr(r, "object") for r in logged] == [f"{NS}/listed", f"{NS}/watched"]
+    assert all("ValueError" in str(getattr(r, "error")) for r in logged)
+    assert SECRET not in caplog.text + "".join(str(r.__dict__) for r in caplog.records)
+
+
+def test_an_object_the_state_cannot_take_is_skipped_and_taken_by_its_next_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    failed: list[str] = []
+
+    def apply_once_failing(state: ClusterState, ev: Event) -> ClusterState:
+        if ev.obj.name == "b" and not failed:
+            failed.append(ev.obj.name)
+            raise KeyError("a bug in the state's indexes")
+        return apply(state, ev)
+
+    monkeypatch.setattr("kruntimes.effects.informer.apply", apply_once_failing)
+    supervisor = Supervisor()
+    h = harness(
+        [listing(run_json("a", "1"), rv="1")],
+        [[event("ADDED", run_json("b", "2")), event("ADDED", run_json("c", "3")),
+          event("MODIFIED", run_json("b", "4", phase="Scheduled"))]],
+        supervisor=supervisor,
+    )
+    h.run()
+    assert failed == ["b"] and supervisor.skips()[("informer-runs", "apply")] == 1
+    assert kinds(h) == [("ADDED", "a"), ("ADDED", "c"), ("MODIFIED", "b")], "no callback for what was not applied"
+    run_b = h.state.get().run(RunKey(NS, "b"))
+    assert run_b is not None and run_b.status.phase == "Scheduled"
+
+
+def test_a_failure_outside_one_objects_handling_is_the_threads_and_the_supervisor_hears_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    supervisor = Supervisor()
+    heard: list[str] = []
+    supervisor.on_failure(heard.append)
+    h = harness([listing(run_json("a", "1"), rv="1")], [[event("ADDED", run_json("b", "2"))]], supervisor=supervisor)
+
+    def broken_watch() -> None:
+        raise RuntimeError("a bug in the watch loop")
+
+    monkeypatch.setattr(h.informer, "_watch", broken_watch)
+    thread = h.informer.start()
+    thread.join(10)
+    assert not thread.is_alive() and h.informer.has_synced()
+    assert supervisor.failure == "informer-runs" and heard == ["informer-runs"]
 
 
 def test_dropped_connections_back_off_exponentially_and_reset_after_progress() -> None:

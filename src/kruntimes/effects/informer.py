@@ -14,7 +14,10 @@ Every object is decoded with ``kruntimes.pure.readers.kube``; one that cannot be
 decoded is skipped, counted (``malformed``) and logged, never a crash. Each
 event is one ``Atom.swap`` of the ClusterState atom (``kruntimes.pure.state.cluster.apply``)
 followed by the callback ``on_event(old_state, new_state, event)`` — where the
-controller computes wakeups. A callback that raises is logged; the informer goes on.
+controller computes wakeups. An unexpected exception while one object is decoded, applied or
+passed to the callback skips that object (``Supervisor.skipped``: counted, logged by key) and the
+informer goes on; the thread runs under the ``Supervisor``, which hears of anything else that
+ends it.
 
 Runtime Pods are watched with the label selector ``runtime`` (the label exists),
 so unrelated pods cost nothing.
@@ -58,7 +61,7 @@ from kruntimes.effects.kube import (
     WatchEvent,
 )
 from kruntimes.effects.workqueue import ExponentialDelay, Clock
-from kruntimes.effects.threads import named_thread
+from kruntimes.effects.threads import SupervisedThread, Supervisor
 from kruntimes.pure.state.cluster import ClusterState, Event, EventType, apply
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
@@ -289,6 +292,23 @@ def _namespace_of(raw: object) -> str | None:
     return None
 
 
+def object_key(raw: object) -> str:
+    """``namespace/name`` of a raw object for a log line, and nothing else of it: a field that is
+    not a string shows as ``?``, a long one is cut (an object that was not decoded is untrusted)."""
+    meta = raw.get("metadata") if isinstance(raw, dict) else None
+    if not isinstance(meta, dict):
+        return "?"
+    namespace, name = meta.get("namespace", ""), meta.get("name")
+    shown_namespace = namespace[:63] if isinstance(namespace, str) else "?"
+    shown_name = name[:253] if isinstance(name, str) else "?"
+    return f"{shown_namespace}/{shown_name}"
+
+
+_THREAD: Final[Mapping[Kind, SupervisedThread]] = {
+    "runs": "informer-runs", "pods": "informer-pods", "workspaces": "informer-workspaces"
+}
+
+
 def _name_of(raw: object) -> str:
     if isinstance(raw, Mapping):
         meta = raw.get("metadata")
@@ -313,8 +333,11 @@ class Informer:
         watch_timeout: int = 300,
         on_synced: Callable[[], None] | None = None,
         on_listed: Callable[[], None] | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self._kube = kube
+        self._supervisor = supervisor if supervisor is not None else Supervisor()
+        """Counts and logs the objects skipped; hears of the thread's end if it cannot go on."""
         self._on_synced = on_synced
         """Called once, on the informer's thread, right after the first list is applied."""
         self._on_listed = on_listed
@@ -374,7 +397,7 @@ class Informer:
 
     def start(self) -> threading.Thread:
         """Run the loop on a daemon thread named after the kind."""
-        thread = named_thread(self.run, f"informer-{self.kind}")
+        thread = self._supervisor.thread(self.run, _THREAD[self.kind])
         self._thread = thread
         thread.start()
         return thread
@@ -656,7 +679,11 @@ class Informer:
 
     def _decode(self, raw: object) -> Object | None:
         transform = self._watched.transform
-        result = self._watched.decode(raw if transform is None else transform(raw))
+        try:
+            result = self._watched.decode(raw if transform is None else transform(raw))
+        except Exception as error:  # a decoder's bug on one object must not stop the informer
+            self._supervisor.skipped(_THREAD[self.kind], "decode", object_key(raw), error)
+            return None
         obj = result.value_or(None)
         if obj is not None:
             return obj
@@ -676,6 +703,13 @@ class Informer:
             self._emit_locked(type_, obj)
 
     def _emit_locked(self, type_: EventType, obj: Object) -> None:
+        event = Event(type_, obj)
+        try:
+            old, new = self._state.swap_pair(lambda state: apply(state, event))
+        except Exception as error:  # one object the state cannot take must not stop the informer
+            # neither the state nor what this informer knows changed: a later event or list retries it
+            self._supervisor.skipped(_THREAD[self.kind], "apply", f"{obj.namespace}/{obj.name}", error)
+            return
         if type_ == "DELETED":
             known = self._known.get(obj.namespace)
             if known is not None:
@@ -684,11 +718,9 @@ class Informer:
                     del self._known[obj.namespace]
         else:
             self._known.setdefault(obj.namespace, {})[obj.name] = obj
-        event = Event(type_, obj)
-        old, new = self._state.swap_pair(lambda state: apply(state, event))
         if self._on_event is None:
             return
         try:
             self._on_event(old, new, event)
-        except Exception:  # the callback's bug must not stop the cluster view from updating
-            log.exception("on_event callback failed for %s %s/%s", self.kind, obj.namespace, obj.name)
+        except Exception as error:  # the callback's bug must not stop the cluster view from updating
+            self._supervisor.skipped(_THREAD[self.kind], "notify", f"{obj.namespace}/{obj.name}", error)
