@@ -12,6 +12,7 @@ from kruntimes.effects.kube import ApiError, JSONObject
 
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.leader import LeaderElector
+from kruntimes.effects.threads import Supervisor
 from tests.effects.fakes import FakeClock
 from tests.effects.test_controller_parts import FakeEvents, _run
 from tests.effects.test_leader import FakeLeases, elected
@@ -131,3 +132,22 @@ def test_an_event_on_the_wire_keeps_its_namespace_busy_until_its_request_ends() 
     finally:
         kube.release.set()
         recorder.stop()
+
+
+class CursedEvents(FakeEvents):
+    """An Events API client with a bug that raises for the Events of one Run."""
+
+    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+        if cast(Mapping[str, object], body["involvedObject"])["name"] == "cursed":
+            raise TypeError("a bug in the client")
+        return super().create(path, body)
+
+
+def test_an_event_whose_write_raises_is_skipped_counted_and_the_writer_goes_on() -> None:
+    kube, supervisor = CursedEvents(), Supervisor()
+    recorder = EventRecorder(kube, clock=FakeClock(), supervisor=supervisor)
+    for name in ("before", "cursed", "after"):
+        recorder.scheduled(_run(name), "pod-0")
+    _drain(recorder)
+    assert _names(kube) == ["before", "after"]
+    assert supervisor.skips()[("event-recorder", "write")] == 1 and supervisor.failure is None

@@ -14,6 +14,7 @@ from returns.result import Failure, Result
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, Kube, load_configuration
 from kruntimes.effects.sharding import ShardConfig, ShardMember
+from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.sharding import member_lease_name, ranking
 
 LEASE_NS = "default"
@@ -245,3 +246,39 @@ def test_a_namespace_opens_as_soon_as_its_informers_sync_without_reading_a_lease
     member.open_synced()  # what the informer's first list nudges the loop to do
     assert member.owned == {"x"} and member.may_write("x") and ("open", "x") in host.calls
     assert len(lists) == listed
+
+
+class BrokenHost(Host):
+    """A host with a bug that every full round meets."""
+
+    def namespaces_known(self, namespaces: frozenset[str]) -> None:
+        raise RuntimeError("a bug every round meets")
+
+
+class Ticking(Clock):
+    """Simulated time that moves a tenth of a second on at every reading."""
+
+    def __call__(self) -> float:
+        self.now += 0.1
+        return self.now
+
+
+def test_rounds_that_keep_raising_for_the_renew_deadline_end_the_membership_loop(kube: Kube) -> None:
+    """Each failed round is counted; once every round raised for the renew deadline (1.5 s) the
+    loop ends with the error, for the supervisor to restart the process, rather than keep a member
+    that hands nothing over."""
+    supervisor = Supervisor()
+    config = ShardConfig(
+        lease_namespace=LEASE_NS, identity="a", group="g", namespaces=("x",),
+        lease_duration=2.0, renew_deadline=1.5, retry_period=0.4,
+    )
+    member = ShardMember(kube, config, BrokenHost(), clock=Ticking(), supervisor=supervisor)
+    thread = supervisor.thread(member.run, "control")
+    thread.start()
+    thread.join(30)
+    ended = not thread.is_alive()
+    member.stop()
+    thread.join(10)
+    assert ended, "the loop went on with a round that always raises"
+    assert supervisor.failure == "control"
+    assert supervisor.skips()[("control", "round")] >= 2, "each failed round is counted"

@@ -51,7 +51,7 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
-from kruntimes.effects.threads import named_thread
+from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import API_VERSION, Run
 
@@ -174,10 +174,13 @@ class EventRecorder:
         sleep: Callable[[float], object] = time.sleep,
         may_write: Callable[[str], bool] = lambda namespace: True,
         share: Callable[[], float] = lambda: 1.0,
+        supervisor: Supervisor | None = None,
     ) -> None:
         """``share``: the part of ``settings``' rate and burst this process may spend, read before
         each write (sharded mode: one over the live replicas, so that scaling out does not
-        multiply the Events an API server receives)."""
+        multiply the Events an API server receives). ``supervisor`` counts an Event whose write
+        raised and hears of the writer thread's end if it cannot go on."""
+        self._supervisor = supervisor if supervisor is not None else Supervisor()
         self._kube = kube
         self._may_write = may_write
         self._term = 0
@@ -284,7 +287,7 @@ class EventRecorder:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._thread = named_thread(self._loop, "event-recorder")
+        self._thread = self._supervisor.thread(self._loop, "event-recorder")
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:
@@ -317,8 +320,9 @@ class EventRecorder:
                 if item is None:
                     return
                 self._write(item)
-            except Exception:  # a bug here must not end event recording for the process
-                log.exception("writing an event failed")
+            except Exception as error:  # a bug here must not end event recording for the process
+                key = "?" if item is None else f"{item.namespace}/{item.run_name}"
+                self._supervisor.skipped("event-recorder", "write", key, error)
             finally:
                 self._queue.task_done()
 

@@ -33,6 +33,7 @@ from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
 from kruntimes.effects.leader import micro_time, timing_problems
 from kruntimes.effects.metrics import ShardHandoff as Handoff
+from kruntimes.effects.threads import Supervisor
 from kruntimes.effects.workqueue import Clock
 from kruntimes.pure import sharding
 from kruntimes.pure.sharding import (
@@ -187,6 +188,7 @@ class ShardMember:
         on_handoff: Callable[[Handoff], None] = lambda kind: None,
         clock: Clock = time.monotonic,
         now: Callable[[], datetime] = utcnow,
+        supervisor: Supervisor | None = None,
     ) -> None:
         problems = config.problems()
         if problems:
@@ -195,6 +197,7 @@ class ShardMember:
         self._config = config
         self._host = host
         self._on_handoff = on_handoff
+        self._supervisor = supervisor if supervisor is not None else Supervisor()
         self._clock = clock
         self._now = now
         self._stop = threading.Event()
@@ -260,7 +263,11 @@ class ShardMember:
     # --- the loop ----------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Rounds until :meth:`stop`; a round that raises is logged and the next one runs.
+        """Rounds until :meth:`stop`; a round that raises is counted and logged and the next one
+        runs, but when every round raised for the renew deadline the exception ends the loop: a
+        member that cannot finish a round cannot hand namespaces over as the group expects, so the
+        process had better restart (releasing what it holds) than stay a member in name only; the
+        supervisor of the loop's thread hears of it.
 
         A round runs every ``retry_period / OBSERVE_FRACTION``, and also at the instant a member
         Lease we saw expires on our clock (:meth:`next_round`), so a takeover does not wait for
@@ -268,15 +275,23 @@ class ShardMember:
         have just synced, without reading any Lease."""
         interval = self._config.retry_period / OBSERVE_FRACTION
         due = self._clock()
+        failing_since: float | None = None  # when the rounds began to raise (None: the last one ran)
         while not self._stop.is_set():
             try:
                 if self._clock() >= due:
                     self.round()
+                    failing_since = None
                     due = self.next_round(self._clock() + interval)
                 else:
                     self.open_synced()
-            except Exception:
-                log.exception("sharding round failed")
+            except Exception as error:
+                self._supervisor.skipped("control", "round", None, error)
+                tick = self._clock()
+                failing_since = tick if failing_since is None else failing_since
+                if tick - failing_since >= self._config.renew_deadline:
+                    raise
+                if due <= tick:  # the round raised: the next one waits its interval, no spinning
+                    due = tick + interval
             self._wake.wait(max(0.0, due - self._clock()))
             self._wake.clear()
 
