@@ -35,6 +35,10 @@ OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
     "kruntimes_scheduler_shard_members": {},
     "kruntimes_scheduler_shard_namespaces": {"state": frozenset({"owned", "desired"})},
     "kruntimes_scheduler_shard_handoffs_total": {"kind": frozenset({"acquired", "released", "fenced", "lost"})},
+    "kruntimes_scheduler_skipped_objects_total": {
+        "thread": frozenset({"informer-runs", "informer-pods", "informer-workspaces", "worker", "event-recorder", "control"}),
+        "stage": frozenset({"decode", "apply", "notify", "cycle", "write", "round"}),
+    },
     "kruntimes_build_info": {"version": frozenset({package_version()})},
 }
 """Sample name (a histogram's base name) -> label -> its allowed values."""

@@ -11,7 +11,9 @@ the flag's, else the file's, else the pod's own (``$POD_NAMESPACE``, set by the
 Deployment, or the service account's namespace file); outside a cluster there
 is no safe guess, so it must be given. On SIGTERM or SIGINT it stops taking keys,
 finishes the binds in flight, releases the lease and exits 0; a second signal
-exits at once.
+exits at once. When one of its threads cannot continue (``Scheduler.failure``) it
+stops the same way on its own and exits 1, and so does a SIGTERM that comes after
+such a failure: the kubelet restarts the container rather than take it for a clean exit.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ a --config file (every field optional but apiVersion and kind; unknown fields ar
           enabled: [{name: LeastLoaded, weight: 3}]
 
 Durations are Go style (500ms, 15s, 1m30s). SIGTERM/SIGINT: finish in-flight binds,
-release the lease, exit 0. Exit 2: bad flags, a bad --config file or cluster configuration.
+release the lease, exit 0. Exit 1: a thread could not continue (the log says which), or the
+binds in flight did not finish in time. Exit 2: bad flags, a bad --config file or cluster configuration.
 """
 
 
@@ -605,8 +608,13 @@ def run(args: argparse.Namespace) -> int:
             scheduler.stop(timeout=1.0)
             return EXIT_FAILED
         while not stop.wait(0.5):
-            pass
+            if scheduler.failure is not None:
+                break
         clean = scheduler.stop(timeout=30.0)
+        failure = scheduler.failure
+        if failure is not None:
+            log.error("exiting with an error: a thread could not continue", extra={"thread_name": failure})
+            return EXIT_FAILED
         return EXIT_OK if clean else EXIT_FAILED
     finally:
         shutdown.restore(previous)

@@ -12,7 +12,8 @@ runtime, Run, pod, namespace, selector or resource name can ever become a label.
 Beyond SPEC §9, the operator metrics (docs/operations.md, "Metrics and alerts"): the work
 queue under client-go's ``workqueue_*`` names, parked Runs by reason, leadership, cycle
 outcomes, API requests by method and status class, Event writes by result, informer relists
-and watch restarts, the process and its GC, and the build. What other objects already count
+and watch restarts, objects a thread skipped after an unexpected exception, the process and
+its GC, and the build. What other objects already count
 (the recorder's Event tallies, the informers' relists, the queue's depth) is read at scrape
 time rather than mirrored on every change.
 
@@ -54,7 +55,7 @@ from prometheus_client.registry import Collector
 
 from kruntimes.effects.kube import ErrorKind
 from kruntimes.effects.secureserving import SecureServing
-from kruntimes.effects.threads import named_thread
+from kruntimes.effects.threads import SKIPPABLE, Stage, SupervisedThread, named_thread
 from kruntimes.pure.queueing import ParkReason
 from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource
@@ -129,6 +130,12 @@ class InformerCounts(Protocol):
 
     @property
     def watch_restarts(self) -> int: ...
+
+
+class SkipCounts(Protocol):
+    """What the skipped-objects metric reads of ``threads.Supervisor`` at scrape time."""
+
+    def skips(self) -> Mapping[tuple[SupervisedThread, Stage], int]: ...
 
 
 class QueueView(Protocol):
@@ -408,6 +415,9 @@ class SchedulerMetrics:
     def watch_informers(self, informers: Iterable[InformerCounts]) -> None:
         self._live.informers = tuple(informers)
 
+    def watch_supervisor(self, supervisor: SkipCounts) -> None:
+        self._live.supervisor = supervisor
+
     def value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         """One sample's current value (tests and debugging)."""
         return self.registry.get_sample_value(name, labels or {})
@@ -423,6 +433,7 @@ class _Live(Collector):
         self.events: EventCounts | None = None
         self.informers: tuple[InformerCounts, ...] = ()
         self.shard: ShardView | None = None
+        self.supervisor: SkipCounts | None = None
 
     def collect(self) -> Iterator[Metric]:
         queue = self.queue
@@ -458,6 +469,16 @@ class _Live(Collector):
             restarts.add_metric([kind], sum(i.watch_restarts for i in mine))
         yield relists
         yield restarts
+        supervisor = self.supervisor
+        skips: Mapping[tuple[SupervisedThread, Stage], int] = {} if supervisor is None else supervisor.skips()
+        skipped = CounterMetricFamily(
+            "kruntimes_scheduler_skipped_objects",
+            "Objects whose handling raised an unexpected exception and were skipped (the thread went on), by thread and stage.",
+            labels=["thread", "stage"],
+        )
+        for thread, stage in SKIPPABLE:
+            skipped.add_metric([thread, stage], skips.get((thread, stage), 0))
+        yield skipped
         shard = self.shard
         members = GaugeMetricFamily("kruntimes_scheduler_shard_members", "Sharded mode: live members in this replica's view.")
         members.add_metric([], 0 if shard is None else shard.members)

@@ -25,6 +25,12 @@ leader plan against a ledger that lacks our in-flight reservation).
 Standbys run the informers (warm caches, ready to take over) but no workers,
 and write nothing.
 
+Supervision (``threads.Supervisor``): every thread here runs under one supervisor. One
+object whose handling raises is skipped (an informer's event, a worker's key, backed off; an
+Event) and counted; a thread that cannot continue closes the write gate at once and fails both
+probes, and ``failure`` names it: ``kruntimes scheduler`` then stops (releasing what it holds) and
+exits non-zero, so the kubelet restarts it.
+
 Sharded mode (``shard_group``, ``--shard-by-namespace``): no election; every replica runs
 its workers from the start and ``effects.sharding.ShardMember`` decides which namespaces it
 owns. This class is that member's ``NamespaceHost``: a namespace taken gets its own three
@@ -71,7 +77,7 @@ from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET
 from kruntimes.effects.schedulingqueue import SchedulingQueue
-from kruntimes.effects.threads import named_thread
+from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -296,6 +302,7 @@ class Scheduler:
         self._config = SchedulerConfig(heartbeat_stale_after=options.heartbeat_stale_after)
         self._registry = registry
         self._metrics = SchedulerMetrics(registry)
+        self._supervisor = Supervisor()
         self.state: Atom[ClusterState] = Atom(EMPTY_STATE)
         self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
         self._events = EventRecorder(
@@ -308,6 +315,7 @@ class Scheduler:
             ),
             may_write=self._may_write,
             share=self._event_share,
+            supervisor=self._supervisor,
         )
         self._cycle_log = (
             CycleLogWriter(options.cycle_log, max_bytes=options.cycle_log_max_bytes, backups=options.cycle_log_backups)
@@ -352,6 +360,7 @@ class Scheduler:
                 ),
                 self,
                 on_handoff=self._metrics.count_handoff,
+                supervisor=self._supervisor,
             )
             self._informers: tuple[Informer, ...] = ()
             if not options.namespaces:
@@ -366,6 +375,7 @@ class Scheduler:
             )
         metrics = self._metrics
         metrics.watch_events(self._events)
+        metrics.watch_supervisor(self._supervisor)
         metrics.watch_informers(self._informers)
         shard = self._shard
         metrics.watch_leader(self._may_write_any if shard is None else shard.may_write_any)
@@ -395,7 +405,8 @@ class Scheduler:
         ``scope`` keeps, when given)."""
         return tuple(
             Informer(self._kube, watched(namespace, scope), self.state, self._on_event,
-                     watch_timeout=self._options.watch_timeout, on_listed=self._synced_one)
+                     watch_timeout=self._options.watch_timeout, on_listed=self._synced_one,
+                     supervisor=self._supervisor)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
 
@@ -442,12 +453,20 @@ class Scheduler:
     def is_leader(self) -> bool:
         return self._leading
 
+    @property
+    def failure(self) -> str | None:
+        """The thread that could not continue (this replica then writes nothing, its probes fail
+        and its owner should stop it and exit non-zero); ``None`` while every thread runs."""
+        return self._supervisor.failure
+
     def has_synced(self) -> bool:
         return all(informer.has_synced() for informer in self._informers)
 
     def ready(self) -> bool:
         """``/readyz``: caches synced and, when electing, the current leader is known (sharded:
         this replica is a member of its group)."""
+        if self._supervisor.failure is not None:
+            return False
         shard = self._shard
         if shard is not None:  # ready once in the group; namespaces come and go with their own lists
             return shard.joined and not self._stopping.is_set()
@@ -459,7 +478,10 @@ class Scheduler:
         return self._leading or (elector is not None and (elector.is_leader() or elector.observed_holder != ""))
 
     def healthy(self) -> bool:
-        """``/healthz``: the informer threads (and, while leading, the workers) are alive."""
+        """``/healthz``: no thread failed, and the informer threads (and, while leading, the
+        workers) are alive."""
+        if self._supervisor.failure is not None:
+            return False  # stopping or not: a process that must be restarted
         if self._stopping.is_set():
             return True  # shutting down on purpose
         informers_alive = not any(informer.join(0) for informer in self._informers)
@@ -495,7 +517,7 @@ class Scheduler:
         self._events.start()
         for informer in self._informers:
             informer.start()
-        self._control = named_thread(self._control_loop, "control")
+        self._control = self._supervisor.thread(self._control_loop, "control")
         self._control.start()
         log.info(
             "scheduler started",
@@ -529,6 +551,8 @@ class Scheduler:
         control = self._control
         if control is not None:
             control.join(max(0.1, deadline - time.monotonic()))
+            if elector is not None and not control.is_alive() and elector.is_leader():
+                elector.release()  # the control thread failed while leading: let a standby in at once
         for informer in self._informers:
             informer.stop()
         for informer in self._informers:
@@ -595,7 +619,7 @@ class Scheduler:
             renew_deadline=election.renew_deadline,
             retry_period=election.retry_period,
         )
-        named_thread(partial(self._report_standby, election.retry_period), "standby").start()
+        self._supervisor.thread(partial(self._report_standby, election.retry_period), "standby").start()
         while not self._stopping.is_set():
             elector = LeaderElector(self._kube, config, self._start_leading, self._lost_leadership)
             with self._lock:
@@ -625,7 +649,7 @@ class Scheduler:
             self._open_term(term)
             return
         # called on the elector's thread, which must go back to renewing at once
-        named_thread(partial(self._take_over, term), f"takeover-{term}").start()
+        self._supervisor.thread(partial(self._take_over, term), f"takeover-{term}").start()
 
     def _take_over(self, term: int) -> None:
         """Plan nothing until every cache is at least as new as this term.
@@ -671,13 +695,13 @@ class Scheduler:
             self._queue = queue
             self._metrics.watch_queue(queue)
             workers = [
-                named_thread(partial(self._work, queue), f"worker-{term}-{i}")
+                self._supervisor.thread(partial(self._work, queue), f"worker-{term}-{i}")
                 for i in range(self._options.workers)
             ]
             for worker in workers:
                 worker.start()
             self._workers = workers  # published once running, so /healthz never sees an unstarted one
-            named_thread(partial(self._sweep, queue), f"safety-net-{term}").start()
+            self._supervisor.thread(partial(self._sweep, queue), f"safety-net-{term}").start()
         pending = queue.activate_pending()
         log.info("leading: workers started", extra={"workers": self._options.workers, "pending": pending})
 
@@ -708,14 +732,17 @@ class Scheduler:
         return clean
 
     def _may_write(self, namespace: str) -> bool:
-        """The write gate for one namespace: its shard's in sharded mode, else the leader's."""
+        """The write gate for one namespace: its shard's in sharded mode, else the leader's; shut
+        for good once a thread failed (the state or the queue may be stale from then on)."""
+        if self._supervisor.failure is not None:
+            return False
         shard = self._shard
         if shard is not None:
             return self._leading and shard.may_write(namespace)
         return self._may_write_any()
 
     def _may_write_any(self) -> bool:
-        if not self._leading:
+        if not self._leading or self._supervisor.failure is not None:
             return False
         elector = self._elector
         return elector is None or elector.may_write()
@@ -774,8 +801,8 @@ class Scheduler:
             hook = self.results
             if hook is not None:
                 hook(result)
-        except Exception:  # one bad Run must never kill a worker
-            log.exception("scheduling cycle raised; backing off the key", extra={"run": str(key)})
+        except Exception as error:  # one bad Run must never kill a worker: its key is backed off
+            self._supervisor.skipped("worker", "cycle", str(key), error)
             queue.after_cycle(key, None, BackOff(), None)
         finally:
             work.done(key)
