@@ -1,5 +1,9 @@
 """An independent oracle for one planning cycle: SPEC §1, §2, §4, §5 and §7, transcribed naively.
 
+"Active" is active *on its pod* (SPEC §1): a Run bound with an ``assignedPodUID``, or a
+reservation made for a pod uid, counts (capacity, affinity target) only while a Runtime Pod
+of that name with that uid is in the namespace; without a uid, the name alone decides.
+
 Written from the rules' text, not from the code: it imports no plugin, no
 framework module, not the planner, the snapshot, the ledger, the cluster state,
 ``resources.fits`` nor the message helpers — only the decoded model records.
@@ -104,6 +108,12 @@ def is_active(run: Run) -> bool:
     return run.status.phase in ACTIVE_PHASES and run.status.assigned_pod != ""
 
 
+def pod_is_there(namespace: str, name: str, uid: str, pods: Sequence[RuntimePod]) -> bool:
+    """A Runtime Pod (any runtime) of that name with that uid is in the namespace; an empty
+    ``uid`` asks for nothing (the name alone, as before uids were written)."""
+    return uid == "" or any(p.namespace == namespace and p.name == name and p.uid == uid and p.runtime for p in pods)
+
+
 def is_pending(run: Run) -> bool:
     return run.status.phase in ("", "Pending")
 
@@ -153,10 +163,17 @@ def plan_by_spec(
             and owner[0].resource_version == reservation.resource_version
             and is_pending(owner[0])
             and owner[0].status.assigned_pod == ""
+            and pod_is_there(namespace, reservation.pod, reservation.pod_uid, pods)
         ):
             live.append(reservation)
 
-    active = [r for r in runs if r.namespace == namespace and is_active(r)]
+    active = [
+        r
+        for r in runs
+        if r.namespace == namespace
+        and is_active(r)
+        and pod_is_there(namespace, r.status.assigned_pod, r.status.assigned_pod_uid, pods)
+    ]
     targets: list[tuple[str, Mapping[str, str]]] = [(r.status.assigned_pod, r.labels) for r in active if r.uid != run.uid]
     targets += [(r.pod, r.labels) for r in live if r.run_uid != run.uid]
 
