@@ -131,7 +131,8 @@ def plan_by_spec(
 
     ``facts`` on the answer name the situations reached: "a required term is
     seedable", "equal LeastLoaded keys", "equal preferred scores", "the top total
-    is tied: the name decides".
+    is tied: the name decides", "a candidate's former pod holds Runs" (an active Run
+    or a reservation bound to another uid of a candidate pod's name, left out).
 
     Only for Runs that reach the filters or fail on their requests: a Pending,
     not cancelled Run with a runtime, a valid spec and affinity, no retry
@@ -239,6 +240,10 @@ def plan_by_spec(
         return None
 
     candidates = [p for p in pods if p.namespace == namespace and p.runtime == run.runtime]
+    former = {r.status.assigned_pod for r in runs if r.namespace == namespace and is_active(r) and r not in active}
+    former |= {r.pod for r in reservations if r.namespace == namespace and not pod_is_there(namespace, r.pod, r.pod_uid, pods)}
+    if former & {p.name for p in candidates}:
+        facts.add("a candidate's former pod holds Runs")
     counts: dict[tuple[int, str], int] = {}
     feasible: list[RuntimePod] = []
     for pod in candidates:
