@@ -1,4 +1,5 @@
-"""The cycle log's files: refused at start-up when unwritable, private (0600), and sized for the shipped Deployment."""
+"""The cycle log's files: refused at start-up when unwritable, private (0600), sized for the shipped Deployment,
+and never past their budget, however large one cycle's record."""
 
 from __future__ import annotations
 
@@ -13,10 +14,18 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from kruntimes.cli import main
 from kruntimes.commands import scheduler as command
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter
+from kruntimes.pure.ledger import EMPTY_LEDGER
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, RunKey
 from kruntimes.pure.model.quantity import parse_quantity
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
+from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
+from kruntimes.pure.state.cluster import from_objects
+from kruntimes.pure.step import plan
 from tests.deploy.manifests import DEPLOY, load_one
+from tests.pure.builders import NOW, decoded_pod, decoded_run
 
 
 def scheduler(*args: str) -> subprocess.CompletedProcess[str]:
@@ -121,3 +130,57 @@ def test_the_default_cycle_log_fits_the_shipped_deployments_emptydir_at_the_help
     assert (DEFAULT_BACKUPS + 1) * DEFAULT_MAX_BYTES <= size_limit / 2
     flat_help = " ".join(help_text.split())
     assert f"at most {(DEFAULT_BACKUPS + 1) * DEFAULT_MAX_BYTES >> 20} MiB in all" in flat_help
+
+
+def _cycle(run: str, pods: int) -> CycleRecord:
+    """The record of one real cycle for ``run`` among ``pods`` Runtime Pods (its size grows with them)."""
+    objects: list[Object] = [decoded_pod(f"runtime-pod-with-a-long-name-{i:05d}", capacity={"runs": "4", "cpu": "8"}) for i in range(pods)]
+    objects.append(decoded_run(run))
+    planned = plan(from_objects(objects), EMPTY_LEDGER, RunKey("default", run), NOW, DEFAULT_CONFIG)
+    registry = DEFAULT_REGISTRY
+    return CycleRecord(planned.snapshot, registry.weights, planned.planned, tuple(entry.name for entry in registry.filters))
+
+
+def test_a_record_larger_than_the_budget_leaves_the_log_within_it_and_replay_lists_it_as_not_replayable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cycles.jsonl"
+    budget, backups = 16 * 1024, 1
+    small, big = _cycle("small", 2), _cycle("big", 400)
+    assert len(encode_record(big)) > 4 * budget, "the big cycle is far over the budget"
+    writer = CycleLogWriter(path, max_bytes=budget, backups=backups)
+    try:
+        for _ in range(3):
+            writer.write(small)
+        writer.write(big)
+        writer.write(small)
+    finally:
+        writer.close()
+    sizes = {file.name: file.stat().st_size for file in writer.files()}
+    assert all(size <= budget for size in sizes.values()), sizes
+    assert sum(sizes.values()) <= (backups + 1) * budget
+    assert (writer.written, writer.truncated, writer.dropped, writer.errors) == (5, 1, 0, 0)
+    logged = path.read_text(encoding="utf-8").splitlines()
+    marker = next(number for number, line in enumerate(logged, 1) if '"truncated"' in line)
+
+    assert main(["replay", str(path)]) == 0
+    out = capsys.readouterr().out
+    replayable = len(logged) - 1
+    assert out.splitlines() == [
+        f"{path}: {replayable} of {replayable} records identical",
+        "1 record was too large for the log and not replayable (written as markers):",
+        f"  line {marker}, run default/big: Bind, {len(encode_record(big)) + 1} bytes",
+    ]
+
+
+def test_a_line_that_cannot_fit_the_budget_even_as_a_marker_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "cycles.jsonl"
+    writer = CycleLogWriter(path, max_bytes=64, backups=0)
+    try:
+        writer.write(_cycle("a-run-whose-marker-alone-is-longer-than-sixty-four-bytes", 1))
+        writer.write_line("x" * 100 + "\n")
+    finally:
+        writer.close()
+    assert path.read_text() == ""
+    assert (writer.written, writer.truncated, writer.dropped) == (0, 1, 2)
+

@@ -111,6 +111,25 @@ def test_finished_runs_free_capacity() -> None:
     assert check(h).ok
 
 
+def test_runs_bound_to_a_pod_deleted_and_created_again_under_its_name_count_nothing_on_the_new_one() -> None:
+    h = History()
+    h.pod("p0", capacity={"runs": "2"}, uid="first")
+    for name in ("a", "b", "c", "d"):
+        h.run(name)
+    h.bind("a", "p0", pod_uid="first")
+    h.bind("b", "p0", pod_uid="first")
+    h.delete_pod("p0")
+    h.pod("p0", capacity={"runs": "2"}, uid="second")
+    h.bind("c", "p0", pod_uid="second")
+    h.bind("d", "p0", pod_uid="second")
+    report = check(h, check_final=False)
+    assert report.ok, report.summary()
+    assert report.checked["capacity"] == 4
+    h.run("e")
+    h.bind("e", "p0", pod_uid="second")  # the new pod itself is full: that is still an overcommit
+    only(check(h, check_final=False), "capacity")
+
+
 def test_a_bind_to_a_missing_or_foreign_pod_is_caught() -> None:
     h = History()
     h.pod("p0")

@@ -239,8 +239,11 @@ def active_run(
     phase: str = "Running",
     uid: str | None = None,
     resource_version: str = "1",
+    pod_uid: str = "",
 ) -> Run:
-    """A decoded Run that is active on ``pod`` (consumes capacity, is an affinity target)."""
+    """A decoded Run that is active on ``pod`` (consumes capacity, is an affinity target);
+    ``pod_uid`` is the ``assignedPodUID`` the bind wrote (empty: the name alone, as a writer
+    that leaves it out)."""
     return decoded_run(
         name,
         runtime=runtime,
@@ -249,6 +252,7 @@ def active_run(
         requests=requests,
         phase=phase,
         assigned_pod=pod,
+        assigned_pod_uid=pod_uid,
         uid=uid,
         resource_version=resource_version,
     )

@@ -12,9 +12,12 @@ Tuned so that most worlds reach the scores with several feasible pods:
   at the staleness bound, probed in the future, being deleted or not Running;
 - active Runs (on candidates, on a pod of another runtime, on a pod that is gone,
   in another namespace) give usage and affinity targets; loads are small, so
-  equal loads (LeastLoaded tie groups) are common;
+  equal loads (LeastLoaded tie groups) are common; most are bound to their pod's
+  uid, some by name alone (no uid) and some to a former pod of that name (the pod
+  was deleted and created again: they count nowhere, SPEC §1);
 - reservations of Pending Runs in the ledger, live or overtaken (Run gone, newer
-  resourceVersion, already assigned), hold usage and are targets while live;
+  resourceVersion, already assigned), hold usage and are targets while live, and
+  hold nothing when made for a former pod of the name;
 - the Run requests ``runs`` and maybe ``cpu``/``gpu``, has required (anti-)affinity
   terms — often one its own labels match, so the cohort bootstrap is reached —
   and preferred terms with few distinct weights (equal preferred scores);
@@ -71,6 +74,17 @@ ELSEWHERE = "nx"
 """A pod of another runtime in the namespace: its Runs are targets, it is never a candidate."""
 GONE = "gone"
 """A pod name no pod has."""
+POD_UIDS = ("now", "now", "now", "now", "none", "former")
+"""What an active Run or a reservation is bound to: the pod's present uid, the name alone
+(no ``assignedPodUID``), or a former pod of the same name (recreated since)."""
+
+
+def _pod_uid(pod: str, bound_to: str, namespace: str = NAMESPACE) -> str:
+    """The pod uid a Run on ``pod`` names (the builders' pod uids are derived from the name)."""
+    if bound_to == "none":
+        return ""
+    present = f"uid-pod-{namespace}-{pod}"
+    return present if bound_to == "now" else f"{present}-former"
 
 LABELS = st.dictionaries(st.sampled_from(["app", "tier"]), st.sampled_from(["db", "web", "gold"]), max_size=2)
 TARGET_LABELS = st.one_of(
@@ -279,6 +293,9 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
     target_labels: list[tuple[str, str]] = []
     for i in range(draw(st.sampled_from([3, 4, 5, 6, 8, 2, 1, 0]))):
         phase = draw(st.sampled_from(["Running", "Running", "Scheduled", "Ready", "Succeeded", "Pending"]))
+        host = draw(hosts)
+        bound_to = draw(st.sampled_from(POD_UIDS))
+        notes.add(f"active run bound to {bound_to} pod uid")
         objects.append(
             decoded_run(
                 f"a{i}",
@@ -286,7 +303,8 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
                 labels=(active_labels := draw(TARGET_LABELS)),
                 requests=_requests(draw, gpu_odds=6),
                 phase=phase,
-                assigned_pod=draw(hosts),
+                assigned_pod=host,
+                assigned_pod_uid=_pod_uid(host, bound_to),
             )
         )
         target_labels.extend(sorted(active_labels.items()))
@@ -309,6 +327,8 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
         labels = COHORT if cohort and draw(_odds(4)) else draw(TARGET_LABELS)
         requests = _requests(draw, gpu_odds=8)
         pod = draw(hosts)
+        made_for = draw(st.sampled_from(POD_UIDS[:-2] + POD_UIDS[-1:]))  # reserve always names a uid
+        notes.add(f"reservation for {made_for} pod uid")
         pending = decoded_run(f"q{i}", labels=labels, requests=requests)
         if kind == "newer-version":
             objects.append(decoded_run(f"q{i}", labels=labels, requests=requests, resource_version="2"))
@@ -323,7 +343,7 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
                 run_name=pending.name,
                 resource_version=pending.resource_version,
                 pod=pod,
-                pod_uid=f"uid-pod-{NAMESPACE}-{pod}",
+                pod_uid=_pod_uid(pod, made_for),
                 requests=pending.requests,
                 labels=pending.labels,
             )

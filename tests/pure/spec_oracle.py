@@ -1,5 +1,9 @@
 """An independent oracle for one planning cycle: SPEC §1, §2, §4, §5 and §7, transcribed naively.
 
+"Active" is active *on its pod* (SPEC §1): a Run bound with an ``assignedPodUID``, or a
+reservation made for a pod uid, counts (capacity, affinity target) only while a Runtime Pod
+of that name with that uid is in the namespace; without a uid, the name alone decides.
+
 Written from the rules' text, not from the code: it imports no plugin, no
 framework module, not the planner, the snapshot, the ledger, the cluster state,
 ``resources.fits`` nor the message helpers — only the decoded model records.
@@ -104,6 +108,12 @@ def is_active(run: Run) -> bool:
     return run.status.phase in ACTIVE_PHASES and run.status.assigned_pod != ""
 
 
+def pod_is_there(namespace: str, name: str, uid: str, pods: Sequence[RuntimePod]) -> bool:
+    """A Runtime Pod (any runtime) of that name with that uid is in the namespace; an empty
+    ``uid`` asks for nothing (the name alone, as before uids were written)."""
+    return uid == "" or any(p.namespace == namespace and p.name == name and p.uid == uid and p.runtime for p in pods)
+
+
 def is_pending(run: Run) -> bool:
     return run.status.phase in ("", "Pending")
 
@@ -121,7 +131,8 @@ def plan_by_spec(
 
     ``facts`` on the answer name the situations reached: "a required term is
     seedable", "equal LeastLoaded keys", "equal preferred scores", "the top total
-    is tied: the name decides".
+    is tied: the name decides", "a candidate's former pod holds Runs" (an active Run
+    or a reservation bound to another uid of a candidate pod's name, left out).
 
     Only for Runs that reach the filters or fail on their requests: a Pending,
     not cancelled Run with a runtime, a valid spec and affinity, no retry
@@ -153,10 +164,17 @@ def plan_by_spec(
             and owner[0].resource_version == reservation.resource_version
             and is_pending(owner[0])
             and owner[0].status.assigned_pod == ""
+            and pod_is_there(namespace, reservation.pod, reservation.pod_uid, pods)
         ):
             live.append(reservation)
 
-    active = [r for r in runs if r.namespace == namespace and is_active(r)]
+    active = [
+        r
+        for r in runs
+        if r.namespace == namespace
+        and is_active(r)
+        and pod_is_there(namespace, r.status.assigned_pod, r.status.assigned_pod_uid, pods)
+    ]
     targets: list[tuple[str, Mapping[str, str]]] = [(r.status.assigned_pod, r.labels) for r in active if r.uid != run.uid]
     targets += [(r.pod, r.labels) for r in live if r.run_uid != run.uid]
 
@@ -222,6 +240,10 @@ def plan_by_spec(
         return None
 
     candidates = [p for p in pods if p.namespace == namespace and p.runtime == run.runtime]
+    former = {r.status.assigned_pod for r in runs if r.namespace == namespace and is_active(r) and r not in active}
+    former |= {r.pod for r in reservations if r.namespace == namespace and not pod_is_there(namespace, r.pod, r.pod_uid, pods)}
+    if former & {p.name for p in candidates}:
+        facts.add("a candidate's former pod holds Runs")
     counts: dict[tuple[int, str], int] = {}
     feasible: list[RuntimePod] = []
     for pod in candidates:

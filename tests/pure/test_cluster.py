@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
 from kruntimes.pure.model.objects import Object
-from kruntimes.pure.model.objects import LabelSelector, Labels, Operator, Requirement, Run, RunKey, Target
+from kruntimes.pure.model.objects import LabelSelector, Labels, Operator, Requirement, Run, RunKey, RuntimePod, Target
 from kruntimes.pure.model.quantity import Amount
 from tests.pure.builders import active_run, decoded_pod, decoded_run, decoded_workspace
 
@@ -147,6 +147,69 @@ def test_an_invalid_active_run_charges_its_valid_entries_with_runs_defaulted() -
     assert dict(state.usage("default", "a")) == {"cpu": 2, "runs": 1}
 
 
+# --- a pod gone or replaced (SPEC §1: active means on that pod) ------------------------------
+
+BLUE = selector(is_in("zone", "blue"))
+
+
+def test_runs_bound_to_a_pod_replaced_under_the_same_name_count_nothing_on_the_new_pod() -> None:
+    old = decoded_pod("a", uid="a-1", capacity={"runs": "2"})
+    bound = [active_run(f"r{i}", "a", pod_uid="a-1", labels={"zone": "blue"}) for i in (1, 2)]
+    state = added(old, *bound)
+    assert dict(state.usage("default", "a")) == {"runs": 2}
+    state = apply(state, Event("DELETED", old))
+    state = apply(state, Event("ADDED", decoded_pod("a", uid="a-2", capacity={"runs": "2"})))
+    assert dict(state.usage("default", "a")) == {}
+    assert [dict(slot.usage) for slot in state.pod_slots("default", "python")] == [{}]
+    assert state.matching_targets("default", BLUE) == ()
+    assert state.matches_by_pod("default", BLUE) == {}
+    assert all(state.run(run.key) == run for run in bound), "the Runs themselves are left as they are"
+
+
+def test_a_pod_replaced_without_its_deletion_being_seen_frees_its_capacity_too() -> None:
+    state = added(decoded_pod("a", uid="a-1"), active_run("r", "a", pod_uid="a-1", labels={"zone": "blue"}))
+    state = apply(state, Event("MODIFIED", decoded_pod("a", uid="a-2")))
+    assert dict(state.usage("default", "a")) == {}
+    assert state.matching_targets("default", BLUE) == ()
+
+
+def test_runs_bound_to_a_deleted_pod_count_again_when_that_very_pod_is_seen_again() -> None:
+    pod = decoded_pod("a", uid="a-1")
+    run = active_run("r", "a", pod_uid="a-1", labels={"zone": "blue"})
+    state = apply(added(pod, run), Event("DELETED", pod))
+    assert dict(state.usage("default", "a")) == {}
+    assert state.matching_targets("default", BLUE) == ()
+    state = apply(state, Event("ADDED", pod))  # a relist that had missed nothing after all
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+    assert [t.run_uid for t in state.matching_targets("default", BLUE)] == [run.uid]
+    assert state == added(pod, run)
+
+
+def test_a_run_seen_before_its_pod_counts_once_the_pod_is_seen() -> None:
+    run = active_run("r", "a", pod_uid="a-1", labels={"zone": "blue"})
+    state = added(run)
+    assert dict(state.usage("default", "a")) == {}
+    state = apply(state, Event("ADDED", decoded_pod("a", uid="a-1")))
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+    assert [dict(slot.usage) for slot in state.pod_slots("default", "python")] == [{"runs": 1}]
+    assert len(state.matching_targets("default", BLUE)) == 1
+
+
+def test_a_run_without_an_assigned_pod_uid_counts_on_whatever_pod_has_its_pod_name() -> None:
+    state = added(decoded_pod("a", uid="a-1"), active_run("r", "a", labels={"zone": "blue"}))
+    state = apply(state, Event("ADDED", decoded_pod("a", uid="a-2")))
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+    assert len(state.matching_targets("default", BLUE)) == 1
+
+
+def test_a_run_moved_onto_the_current_pod_counts_there() -> None:
+    state = added(decoded_pod("a", uid="a-2"), active_run("r", "a", pod_uid="a-1", labels={"zone": "blue"}))
+    assert dict(state.usage("default", "a")) == {}
+    state = apply(state, Event("MODIFIED", active_run("r", "a", pod_uid="a-2", labels={"zone": "blue"})))
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+    assert len(state.matching_targets("default", BLUE)) == 1
+
+
 # --- pending index --------------------------------------------------------------------------------
 
 
@@ -259,16 +322,33 @@ labels_st = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_
 @st.composite
 def runs_st(draw: st.DrawFn) -> Run:
     name = draw(st.sampled_from(["r1", "r2", "r3", "r4", "r5"]))
+    pod = draw(st.sampled_from(["", "a", "b"]))
+    # bound to one generation of its pod, or by name alone (a writer that leaves the uid out)
+    generation = draw(st.sampled_from(["", "0", "1"]))
     return decoded_run(
         name,
         namespace=draw(st.sampled_from(NAMESPACES)),
         runtime=draw(st.sampled_from(["python", "node"])),
         labels=draw(labels_st),
         phase=draw(st.sampled_from(PHASES)),
-        assigned_pod=draw(st.sampled_from(["", "a", "b"])),
+        assigned_pod=pod,
+        assigned_pod_uid=f"{pod}-generation-{generation}" if pod and generation else "",
         requests=draw(st.dictionaries(st.sampled_from(["runs", "cpu"]), st.sampled_from(["0", "1", "3", "1k"]))),
         uid=f"{name}-generation-{draw(st.integers(0, 1))}",  # recreated Runs get a new uid
         workspace=draw(st.sampled_from([None, *WORKSPACE_NAMES])),
+    )
+
+
+@st.composite
+def pods_st(draw: st.DrawFn) -> RuntimePod:
+    """Pods ``a`` and ``b`` in two generations (deleted and recreated under the name), now and
+    then without the runtime label (not a Runtime Pod: as good as gone)."""
+    name = draw(st.sampled_from(["a", "b"]))
+    return decoded_pod(
+        name,
+        namespace=draw(st.sampled_from(NAMESPACES)),
+        runtime=draw(st.sampled_from(["python", "python", "node", None])),
+        uid=f"{name}-generation-{draw(st.integers(0, 1))}",
     )
 
 
@@ -283,28 +363,38 @@ def requirements_st(draw: st.DrawFn) -> Requirement:
 
 selectors_st = st.lists(requirements_st(), min_size=1, max_size=3).map(lambda rs: LabelSelector(tuple(rs)))
 events_st = st.lists(
-    st.tuples(st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), runs_st()),
+    st.tuples(st.sampled_from(["ADDED", "MODIFIED", "DELETED"]), st.one_of(runs_st(), runs_st(), pods_st())),
     max_size=25,
 )
 
 
-def fold(events: Iterable[tuple[str, Run]]) -> ClusterState:
+def fold(events: Iterable[tuple[str, Object]]) -> ClusterState:
     state = EMPTY_STATE
-    for kind, run in events:
-        state = apply(state, Event("DELETED" if kind == "DELETED" else "ADDED", run))
+    for kind, obj in events:
+        state = apply(state, Event("DELETED" if kind == "DELETED" else "ADDED", obj))
     return state
+
+
+def on_its_pod(state: ClusterState, run: Run) -> bool:
+    """SPEC §1, as written: active, and bound by name alone or to the uid its pod has now."""
+    if not run.status.active:
+        return False
+    if not run.status.assigned_pod_uid:
+        return True
+    pod = state.pod(run.namespace, run.status.assigned_pod)
+    return pod is not None and pod.uid == run.status.assigned_pod_uid
 
 
 def brute_targets(state: ClusterState, namespace: str, wanted: LabelSelector) -> list[str]:
     return sorted(
         run.uid
         for run in state.runs()
-        if run.namespace == namespace and run.status.active and wanted.matches(run.labels)
+        if run.namespace == namespace and on_its_pod(state, run) and wanted.matches(run.labels)
     )
 
 
 @given(events_st, selectors_st)
-def test_matching_targets_equals_a_brute_force_scan(events: list[tuple[str, Run]], wanted: LabelSelector) -> None:
+def test_matching_targets_equals_a_brute_force_scan(events: list[tuple[str, Object]], wanted: LabelSelector) -> None:
     state = fold(events)
     for namespace in NAMESPACES:
         found = state.matching_targets(namespace, wanted)
@@ -316,7 +406,7 @@ def test_matching_targets_equals_a_brute_force_scan(events: list[tuple[str, Run]
 
 @given(events_st, selectors_st)
 def test_matches_by_pod_groups_every_match_on_its_pod_lowest_uid_first(
-    events: list[tuple[str, Run]], wanted: LabelSelector
+    events: list[tuple[str, Object]], wanted: LabelSelector
 ) -> None:
     """The per-pod answer a snapshot reads: every match on its pod, in uid order; with
     ``first_only`` at least each pod's lowest-uid match comes first."""
@@ -324,7 +414,7 @@ def test_matches_by_pod_groups_every_match_on_its_pod_lowest_uid_first(
     for namespace in NAMESPACES:
         expected: dict[str, list[str]] = {}
         for run in sorted(state.runs(), key=lambda r: r.uid):
-            if run.namespace == namespace and run.status.active and wanted.matches(run.labels):
+            if run.namespace == namespace and on_its_pod(state, run) and wanted.matches(run.labels):
                 expected.setdefault(run.status.assigned_pod, []).append(run.uid)
         grouped = state.matches_by_pod(namespace, wanted)
         assert {pod: [t.run_uid for t in held] for pod, held in grouped.items()} == expected
@@ -333,16 +423,23 @@ def test_matches_by_pod_groups_every_match_on_its_pod_lowest_uid_first(
 
 
 @given(events_st)
-def test_usage_and_pending_equal_a_brute_force_recount(events: list[tuple[str, Run]]) -> None:
+def test_usage_and_pending_equal_a_brute_force_recount(events: list[tuple[str, Object]]) -> None:
+    """Also across pods deleted and recreated under their names: a Run bound to another
+    generation of its pod counts nowhere, and every candidate slot carries its pod's usage."""
     state = fold(events)
     for namespace in NAMESPACES:
         for pod in ["a", "b"]:
             expected: dict[str, Amount] = {}
             for run in state.runs():
-                if run.namespace == namespace and run.status.active and run.status.assigned_pod == pod:
+                if run.namespace == namespace and on_its_pod(state, run) and run.status.assigned_pod == pod:
                     for name, amount in run.requests.items():
                         expected[name] = expected.get(name, 0) + amount
+                        if not expected[name]:
+                            del expected[name]
             assert dict(state.usage(namespace, pod)) == expected
+        for runtime in ["python", "node"]:
+            for slot in state.pod_slots(namespace, runtime):
+                assert dict(slot.usage) == dict(state.usage(namespace, slot.pod.name))
         for workspace in WORKSPACE_NAMES:
             assert state.pending_naming(namespace, workspace) == {
                 run.key
@@ -353,9 +450,13 @@ def test_usage_and_pending_equal_a_brute_force_recount(events: list[tuple[str, R
 
 
 @given(events_st)
-def test_applying_events_builds_the_same_value_as_building_from_the_survivors(events: list[tuple[str, Run]]) -> None:
+def test_applying_events_builds_the_same_value_as_building_from_the_survivors(events: list[tuple[str, Object]]) -> None:
     state = fold(events)
-    assert from_objects(list(state.runs())) == state
+    built = from_objects([*state.runs(), *state.pods()])
+    assert built == state
+    for namespace in NAMESPACES:
+        for pod in ["a", "b"]:
+            assert sorted(built.bound_to(namespace, pod)) == sorted(state.bound_to(namespace, pod))
 
 
 @given(st.lists(runs_st(), max_size=15))

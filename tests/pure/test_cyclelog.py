@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
-from kruntimes.pure.readers.cyclelog import CycleRecord, decode_record, diff_plans, encode_record
+from kruntimes.pure.readers.cyclelog import (
+    CycleRecord,
+    TruncatedRecord,
+    decode_line,
+    decode_record,
+    diff_plans,
+    encode_record,
+    encode_truncated,
+)
 from kruntimes.pure.model.objects import (
     OPERATORS,
     TOPOLOGY_KEY,
@@ -374,3 +382,35 @@ def _small_record() -> CycleRecord:
     )
     weights = (("PreferredRunAffinity", 1), ("LeastLoaded", 1))
     return CycleRecord(snapshot, weights, Success(_bind("runtime-c", 150)), ("RuntimePodAvailability",))
+
+
+# --- records too large for the log ---------------------------------------------------------------
+
+
+@given(records, st.integers(0, 1 << 40))
+def test_a_truncation_marker_names_the_cycle_and_the_size_and_is_read_back_as_one(record: CycleRecord, size: int) -> None:
+    line = encode_truncated(record, size)
+    assert "\n" not in line and line.isascii()
+    action = "Error" if isinstance(record.plan, Failure) else json.loads(encode_record(record))["plan"]["action"]
+    assert decode_line(line) == Success(TruncatedRecord(record.snapshot.key, action, size))
+    assert decode_line(encode_record(record)) == Success(record)
+    refused = decode_record(line)
+    assert not is_successful(refused) and "too large for the log" in str(refused.failure())
+
+
+def test_a_truncation_marker_stays_small_for_the_longest_names_kubernetes_allows() -> None:
+    record = _small_record()
+    longest = CycleRecord(
+        snapshot=Snapshot(RunKey("n" * 63, "r" * 253), None, (), (), None, None, record.snapshot.now, record.snapshot.config),
+        weights=record.weights,
+        plan=record.plan,
+    )
+    assert len(encode_truncated(longest, 1 << 62)) < 512
+
+
+def test_a_malformed_truncation_marker_is_a_value_naming_the_field() -> None:
+    good = json.loads(encode_truncated(_small_record(), 10))
+    good["truncated"]["bytes"] = -1
+    assert str(decode_line(json.dumps(good)).failure()) == "truncated.bytes: must not be negative"
+    del good["truncated"]["key"]
+    assert str(decode_line(json.dumps(good)).failure()).startswith("truncated.key")

@@ -27,7 +27,7 @@ from kruntimes.pure.ledger import (
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.step import plan
-from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
+from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
 
 
 def world(*objects: Object) -> ClusterState:
@@ -102,6 +102,20 @@ def test_a_replaced_pod_is_a_conflict() -> None:
     run = decoded_run("r")
     state = world(decoded_pod("a", uid="new-uid"), run)
     assert conflict_reason(reserve(EMPTY_LEDGER, state, run, "a", "old-uid", NOW, DEFAULT_CONFIG)) == "PodReplaced"
+
+
+def test_a_reservation_made_for_a_replaced_pod_holds_nothing_on_the_new_pod() -> None:
+    first, second = decoded_run("r1", labels={"zone": "blue"}), decoded_run("r2")
+    old = decoded_pod("a", uid="a-1", capacity={"runs": "1"})
+    ledger = reserve(EMPTY_LEDGER, world(old, first), first, "a", "a-1", NOW, DEFAULT_CONFIG).unwrap()
+    state = apply(apply(world(old, first, second), Event("DELETED", old)), Event("ADDED", decoded_pod("a", uid="a-2", capacity={"runs": "1"})))
+    assert usage_seen_by(state, ledger, second.key, "a") == {}
+    assert dict(reserved_usage(ledger, "default", "a", pod_uid="a-2")) == {}
+    assert dict(reserved_usage(ledger, "default", "a", pod_uid="a-1")) == {"runs": 1}
+    assert is_successful(reserve(ledger, state, second, "a", "a-2", NOW, DEFAULT_CONFIG))
+    anti = decoded_run("r3", affinity=affinity_json(anti_required=[term({"zone": "blue"})]))
+    assert tuple(take(apply(state, Event("ADDED", anti)), ledger, anti.key, NOW, DEFAULT_CONFIG).targets) == ()
+    assert ledger.get("default", first.uid) is not None, "its Run's fate ends it (sync), not the pod's"
 
 
 def test_a_deleted_or_relabelled_pod_is_a_conflict() -> None:

@@ -16,6 +16,10 @@ Invariants:
   successful bind leaves the server's real usage within capacity;
 - *no leak*: once every write has been observed and no bind is in flight, the
   synced ledger is empty.
+
+Usage is counted as SPEC §1 says: pods are deleted and recreated under their names,
+and a Run (or a reservation) bound to a former pod of the name counts nothing on the
+new one.
 """
 
 from __future__ import annotations
@@ -42,11 +46,13 @@ RUN_NAMES = tuple(f"r{i}" for i in range(6))
 STALE = DEFAULT_CONFIG.stale_after()
 
 
-def usage_of(runs: list[Run], pod: str) -> dict[str, Amount]:
-    """Brute force: the requests of the active Runs on ``pod``."""
+def usage_of(runs: list[Run], pod: RuntimePod) -> dict[str, Amount]:
+    """Brute force: the requests of the active Runs on ``pod`` (SPEC §1: bound to its name,
+    and to its uid when they name one; Runs bound to a former pod of the name count nothing)."""
     total: dict[str, Amount] = {}
     for run in runs:
-        if run.status.active and run.status.assigned_pod == pod:
+        status = run.status
+        if status.active and status.assigned_pod == pod.name and status.assigned_pod_uid in ("", pod.uid):
             for name, amount in run.requests.items():
                 total[name] = total.get(name, 0) + amount
     return total
@@ -280,8 +286,8 @@ class LedgerMachine(RuleBasedStateMachine):
         # No overcommit at grant: recount actual usage by brute force, add every reservation.
         target = self.state.pod(NAMESPACE, pod)
         assert target is not None and target.uid == pod_uid and target.available(NOW, STALE)
-        used = usage_of(list(self.state.runs()), pod)
-        for name, amount in reserved_usage(self.ledger, NAMESPACE, pod).items():
+        used = usage_of(list(self.state.runs()), target)
+        for name, amount in reserved_usage(self.ledger, NAMESPACE, pod, pod_uid).items():
             used[name] = used.get(name, 0) + amount
         assert within(target.capacity, used, run.requests), (dict(target.capacity), used)
         assert key not in self.in_flight
@@ -310,7 +316,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self._write("MODIFIED", replace(current, resource_version=self._version(), status=status))
         pod = self.state.pod(NAMESPACE, reservation.pod)
         if pod is not None and self.granted_at[planned.uid] == self.epoch[reservation.pod]:
-            real = usage_of(list(self.truth.values()), reservation.pod)
+            real = usage_of(list(self.truth.values()), pod)
             assert within(pod.capacity, real, reservation.requests), (dict(pod.capacity), real)
 
     # --- invariants -------------------------------------------------------------------------------
@@ -322,8 +328,8 @@ class LedgerMachine(RuleBasedStateMachine):
             pod = self.state.pod(NAMESPACE, name)
             if pod is None:
                 continue
-            used = usage_of(list(self.state.runs()), name)
-            for resource, amount in reserved_usage(synced, NAMESPACE, name).items():
+            used = usage_of(list(self.state.runs()), pod)
+            for resource, amount in reserved_usage(synced, NAMESPACE, name, pod.uid).items():
                 used[resource] = used.get(resource, 0) + amount
             for reservation in synced.in_namespace(NAMESPACE):
                 if reservation.pod == name and self.granted_at[reservation.run_uid] == self.epoch[name]:

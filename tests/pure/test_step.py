@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from kruntimes.pure import step as steps
-from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold, reserve
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey
 from kruntimes.pure.model.plan import Bind, Wait
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
@@ -178,6 +178,22 @@ def test_a_stale_assigned_pod_on_a_pending_run_is_bound_like_any_pending_run() -
     stale = decoded_run("r", phase="Pending", assigned_pod="b", attempt=1)
     step = bound(world(decoded_pod("a"), stale))
     assert step.write is not None and step.write.patch.assigned_pod == "a"
+
+
+def test_a_pod_replaced_under_the_same_name_takes_new_runs_up_to_its_full_capacity() -> None:
+    """Runs bound to the pod the name used to denote (SPEC §1) neither fill it nor repel
+    anti-affine Runs from it; a reservation made for that pod holds nothing on it either."""
+    replaced = [active_run(f"old{i}", "a", pod_uid="a-1", labels={"zone": "blue"}) for i in (1, 2)]
+    reserved = decoded_run("q", labels={"zone": "blue"})
+    planned_for_old = reserve(
+        EMPTY_LEDGER, world(decoded_pod("a", uid="a-1", capacity={"runs": "3"}), reserved), reserved, "a", "a-1", NOW, DEFAULT_CONFIG
+    ).unwrap()
+    run = decoded_run("r", requests={"runs": "3"}, affinity=affinity_json(anti_required=[term({"zone": "blue"})]))
+    state = world(decoded_pod("a", uid="a-2", capacity={"runs": "3"}), *replaced, reserved, run)
+    step = bound(state, planned_for_old)
+    assert step.write is not None
+    assert (step.write.patch.assigned_pod, step.write.patch.assigned_pod_uid) == ("a", "a-2")
+    assert step.ledger.get("default", reserved.uid) is not None, "the old reservation ends with its Run, not here"
 
 
 def test_decide_on_the_very_values_it_planned_from_reuses_the_synced_ledger() -> None:

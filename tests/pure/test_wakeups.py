@@ -182,3 +182,26 @@ def test_signals_never_scan_the_runs(waiting: ClusterState, monkeypatch: pytest.
     assert woken(waiting, "ADDED", decoded_pod("b")) == (room("b", source="runtime_pod", grown=True),)
     state = apply(waiting, Event("ADDED", active_run("r", "a")))
     assert woken(state, "DELETED", active_run("r", "a"))[0] == room()
+
+
+# --- a pod gone or replaced (SPEC §1) ------------------------------------------------------
+
+
+def test_a_pod_deleted_under_its_runs_signals_their_labels_as_targets_gone() -> None:
+    pod = decoded_pod("a", uid="a-1")
+    state = world(pod, active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"}), active_run("r2", "a", labels={"zone": "red"}))
+    assert woken(state, "DELETED", pod) == (Targets("default", ({"zone": "blue"},)),)  # r2 counts by its name alone
+
+
+def test_a_pod_replaced_under_its_name_signals_the_targets_gone_and_its_room() -> None:
+    state = world(decoded_pod("a", uid="a-1"), active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"}))
+    assert woken(state, "MODIFIED", decoded_pod("a", uid="a-2")) == (
+        Targets("default", ({"zone": "blue"},)),
+        room(source="runtime_pod", grown=True),
+    )
+
+
+def test_a_run_on_a_replaced_pod_finishing_frees_no_room_and_no_target() -> None:
+    state = world(decoded_pod("a", uid="a-2"), active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"}))
+    finished = decoded_run("r1", labels={"zone": "blue"}, phase="Succeeded", assigned_pod="a", assigned_pod_uid="a-1")
+    assert woken(state, "MODIFIED", finished) == ()

@@ -46,7 +46,7 @@ from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject,
 from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.model.objects import Object
-from kruntimes.pure.readers.cyclelog import CycleRecord, decode_record, plan_json
+from kruntimes.pure.readers.cyclelog import CycleRecord, TruncatedRecord, decode_line, plan_json
 from kruntimes.pure.readers.kube import decode_pod, decode_run, decode_workspace
 from kruntimes.pure.explain import Explanation, PodVerdict, explain, selector_text
 from kruntimes.pure.ledger import EMPTY_LEDGER
@@ -229,11 +229,13 @@ def _last_logged(path: str, run: Run) -> _Logged | None:
             for number, line in enumerate(log, 1):
                 if needle not in line:
                     continue  # cheap: most lines are other Runs' cycles
-                decoded = decode_record(line)
+                decoded = decode_line(line)
                 if not is_successful(decoded):
                     malformed += 1
                     continue
                 record = decoded.unwrap()
+                if isinstance(record, TruncatedRecord):
+                    continue  # a record too large for the log: nothing in it to show
                 if record.snapshot.key == run.key:
                     found = (number, record)
     except (OSError, UnicodeDecodeError) as problem:

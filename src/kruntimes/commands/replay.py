@@ -6,9 +6,13 @@ weights and the plan. Replay rebuilds the registry from those names and weights,
 runs ``plan_cycle`` on the snapshot and compares: planning is a pure function,
 so any difference means the planner changed (or the record was edited).
 
-Exit status: 0 every record identical; 1 some differ (the first ones are shown
-field by field); 2 the file is unreadable or malformed (line number and why), or
-names a plugin this build does not have.
+A record that was too large for the log is there as a truncation marker (the
+Run's key, the action, the size; no inputs): it is not replayable, and is counted
+and listed as such, not treated as malformed.
+
+Exit status: 0 every replayable record identical; 1 some differ (the first ones
+are shown field by field); 2 the file is unreadable or malformed (line number and
+why), or names a plugin this build does not have.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Final, TextIO
 
 from returns.pipeline import is_successful
 
-from kruntimes.pure.readers.cyclelog import CycleRecord, FieldDiff, PluginWeights, decode_record, diff_plans
+from kruntimes.pure.readers.cyclelog import CycleRecord, FieldDiff, PluginWeights, TruncatedRecord, decode_line, diff_plans
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -36,7 +40,9 @@ _EPILOG: Final = """\
   kruntimes simulate --cycle-log cycles.jsonl examples/weighted-scoring.yaml
   kruntimes replay cycles.jsonl        # 12 of 12 records identical
 
-Blank lines are skipped. Exit 0: all identical; 1: differences (shown); 2: malformed.
+Blank lines are skipped; records too large for the log (truncation markers) are
+listed as not replayable. Exit 0: all replayable records identical; 1: differences
+(shown); 2: malformed.
 """
 
 
@@ -59,16 +65,28 @@ class _Malformed(Exception):
         self.message = message
 
 
-def _read_records(stream: TextIO, source: str) -> list[tuple[int, CycleRecord]]:
-    records: list[tuple[int, CycleRecord]] = []
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """A cycle log's lines: the records, and the markers of records too large for the log."""
+
+    records: list[tuple[int, CycleRecord]]
+    truncated: list[tuple[int, TruncatedRecord]]
+
+
+def _read_records(stream: TextIO, source: str) -> Lines:
+    lines = Lines([], [])
     for number, line in enumerate(stream, start=1):
         if not line.strip():
             continue
-        decoded = decode_record(line)
+        decoded = decode_line(line)
         if not is_successful(decoded):
             raise _Malformed(f"{source}:{number}: malformed cycle record: {decoded.failure()}")
-        records.append((number, decoded.unwrap()))
-    return records
+        read = decoded.unwrap()
+        if isinstance(read, TruncatedRecord):
+            lines.truncated.append((number, read))
+        else:
+            lines.records.append((number, read))
+    return lines
 
 
 def registry_for(record: CycleRecord, cache: dict[tuple[PluginWeights, tuple[str, ...]], Registry]) -> Registry:
@@ -115,9 +133,18 @@ def replay(records: Sequence[tuple[int, CycleRecord]]) -> list[Difference]:
     return differences
 
 
-def _report(source: str, total: int, differences: Sequence[Difference], out: TextIO) -> None:
+def _report(
+    source: str, total: int, differences: Sequence[Difference], out: TextIO, truncated: Sequence[tuple[int, TruncatedRecord]] = ()
+) -> None:
     identical = total - len(differences)
     print(f"{source}: {identical} of {total} records identical", file=out)
+    if truncated:
+        noun = "record was" if len(truncated) == 1 else "records were"
+        print(f"{len(truncated)} {noun} too large for the log and not replayable (written as markers):", file=out)
+        for number, marker in truncated[:SHOW_RECORDS]:
+            print(f"  line {number}, run {marker.key}: {marker.action}, {marker.size} bytes", file=out)
+        if len(truncated) > SHOW_RECORDS:
+            print(f"  ... and {len(truncated) - SHOW_RECORDS} more", file=out)
     for difference in differences[:SHOW_RECORDS]:
         print(f"\nline {difference.line}, run {difference.record.snapshot.key}:", file=out)
         width = max(len(f.path) for f in difference.fields)
@@ -132,18 +159,18 @@ def run(args: argparse.Namespace) -> int:
     path: str = args.file
     try:
         if path == "-":
-            records = _read_records(sys.stdin, "<stdin>")
+            lines = _read_records(sys.stdin, "<stdin>")
             source = "<stdin>"
         else:
             source = path
             with open(path, encoding="utf-8") as stream:
-                records = _read_records(stream, path)
-        differences = replay(records)
+                lines = _read_records(stream, path)
+        differences = replay(lines.records)
     except _Malformed as problem:
         print(f"kruntimes replay: {problem.message}", file=sys.stderr)
         return EXIT_MALFORMED
     except (OSError, UnicodeDecodeError) as exc:
         print(f"kruntimes replay: {path}: cannot read: {exc}", file=sys.stderr)
         return EXIT_MALFORMED
-    _report(source, len(records), differences, sys.stdout)
+    _report(source, len(lines.records), differences, sys.stdout, lines.truncated)
     return EXIT_DIFFERENT if differences else EXIT_IDENTICAL

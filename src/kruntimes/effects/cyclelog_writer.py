@@ -13,7 +13,14 @@ The handler itself is not used because (1) with ``backupCount=0`` it never rotat
 holds), (2) write errors go to ``logging``'s ``handleError`` (a traceback on stderr
 per line) rather than to the caller, who must count and rate-limit them, and
 (3) it wants ``LogRecord``s; the whole writer is a few lines of its own.
-A single line longer than ``max_bytes`` is still written whole (a file of one line).
+
+No line it writes is longer than ``max_bytes``, so no file it writes is, and the log
+holds at most ``(backups + 1) × max_bytes`` (a file left larger under an earlier, larger
+budget rotates away at the first line and ages out). A record whose line would be longer (a cycle over
+thousands of pods) is written as its truncation marker (``encode_truncated``: the Run's
+key, the action, the size), which ``kruntimes replay`` reports as not replayable; a line
+that cannot fit even so (a budget of a few hundred bytes) is not written. Both are
+counted and logged.
 
 The log holds Run labels, affinity and pod names: every file it creates (the
 log, and the new file after a rotation; backups are the same files renamed)
@@ -34,7 +41,7 @@ import threading
 from pathlib import Path
 from typing import Final, TextIO
 
-from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
+from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record, encode_truncated
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +113,10 @@ class CycleLogWriter:
         self.errors = 0
         """Lines that could not be written (logged, never raised to a cycle)."""
         self.written = 0
+        self.truncated = 0
+        """Records written as their truncation marker: their line was longer than ``max_bytes``."""
+        self.dropped = 0
+        """Lines not written at all: longer than ``max_bytes`` even as a marker."""
         self._open()
 
     def _open(self) -> None:
@@ -114,15 +125,37 @@ class CycleLogWriter:
         self._size = self._file.tell()
 
     def write(self, record: CycleRecord) -> None:
-        """Append one record (encoded outside the lock); errors are counted and logged, never raised."""
+        """Append one record (encoded outside the lock), or its truncation marker when its line is
+        longer than ``max_bytes``; errors are counted and logged, never raised."""
         line = encode_record(record) + "\n"
+        size = len(line)  # ASCII only: characters are bytes
+        if size > self.max_bytes:
+            line = encode_truncated(record, size) + "\n"
+            with self._lock:
+                self.truncated += 1
+                truncated = self.truncated
+            if truncated == 1 or truncated % 1000 == 0:
+                log.warning(
+                    "a cycle record is larger than the cycle log's max bytes: written as a marker, not replayable",
+                    extra={"path": str(self.path), "bytes": size, "max_bytes": self.max_bytes, "truncated": truncated},
+                )
         self.write_line(line)
 
     def write_line(self, line: str) -> None:
+        """Append one line (ending in a newline); one longer than ``max_bytes`` is counted in
+        ``dropped`` and not written, so that no file outgrows its budget."""
         data_size = len(line.encode("utf-8"))
         with self._lock:
             try:
                 if self._closed:
+                    return
+                if data_size > self.max_bytes:
+                    self.dropped += 1
+                    if self.dropped == 1 or self.dropped % 1000 == 0:
+                        log.error(
+                            "a cycle log line does not fit the cycle log's max bytes: not written",
+                            extra={"path": str(self.path), "bytes": data_size, "max_bytes": self.max_bytes, "dropped": self.dropped},
+                        )
                     return
                 if self._file is None:  # a rotation failed half-way: start a fresh file
                     self._open()

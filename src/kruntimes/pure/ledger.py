@@ -52,19 +52,25 @@ _RUN_UID: Final = attrgetter("run_uid")
 
 @final
 class PodReservations:
-    """The reservations of one namespace on one pod, their total, and the pod's slot with it.
+    """The reservations of one namespace on one pod name, their total, and the pod's slot with it.
 
-    ``slot``, when set, is ``PodSlot(pod, plus_reserved(usage, total))`` for the pod
-    and actual-usage objects ``reserve`` read from the state: a snapshot whose state
-    slot still holds exactly those two objects (identity) may use ``slot`` as is.
+    A reservation holds capacity only on the pod it was made for: the pod of that name with
+    the uid it names (SPEC §1, as for a bound Run); :meth:`total_for` is what a pod of that
+    name with a given uid carries. ``slot``, when set, is ``PodSlot(pod, plus_reserved(usage,
+    total_for(pod.uid)))`` for the pod and actual-usage objects ``reserve`` read from the
+    state: a snapshot whose state slot still holds exactly those two objects (identity) may
+    use ``slot`` as is.
     """
 
-    __slots__ = ("name", "reservations", "total", "pod", "usage", "slot")
+    __slots__ = ("name", "reservations", "total", "pod_uid", "pod", "usage", "slot")
 
     name: str
     reservations: tuple[Reservation, ...]
     total: Mapping[str, Amount]
-    """The requests summed per resource (exact; zero entries kept, as summed)."""
+    """The requests summed per resource over every reservation on the name (exact; zero
+    entries kept, as summed)."""
+    pod_uid: str | None
+    """The pod uid every one of them was made for; ``None`` when they differ."""
     pod: RuntimePod | None
     usage: Resources
     slot: PodSlot | None
@@ -77,9 +83,25 @@ class PodReservations:
         usage: Resources = EMPTY_RESOURCES,
     ) -> None:
         self.name, self.reservations = name, reservations
-        self.total = total = _total(reservations)
+        self.total = _total(reservations)
+        uids = {r.pod_uid for r in reservations}
+        self.pod_uid = uids.pop() if len(uids) == 1 else None
         self.pod, self.usage = pod, usage
-        self.slot = None if pod is None or not total else PodSlot(pod, plus_reserved(usage, total))
+        held = None if pod is None else self.total_for(pod.uid)
+        self.slot = None if pod is None or not held else PodSlot(pod, plus_reserved(usage, held))
+
+    def total_for(self, pod_uid: str) -> Mapping[str, Amount]:
+        """What these reservations hold on the pod of this name with ``pod_uid``: the total of
+        those made for that uid (or for none: the name alone); empty when none was."""
+        common = self.pod_uid
+        if common == pod_uid or common == "":
+            return self.total
+        if common is not None:
+            return _NOTHING
+        return _total(r for r in self.reservations if r.pod_uid in ("", pod_uid))
+
+
+_NOTHING: Final[Mapping[str, Amount]] = MappingProxyType({})
 
 
 _Check: TypeAlias = tuple[Reservation, "Run | None", RunKey]
@@ -369,13 +391,16 @@ def hold(ledger: Ledger, namespace: str, uid: str, until: datetime) -> Ledger:
     return replace(ledger, _holds=ledger._holds.set((namespace, uid), until))
 
 
-def reserved_usage(ledger: Ledger, namespace: str, pod: str) -> Resources:
-    """The sum of the requests reserved on ``pod`` (as the ledger holds it); no zero entries."""
+def reserved_usage(ledger: Ledger, namespace: str, pod: str, pod_uid: str | None = None) -> Resources:
+    """The sum of the requests reserved on ``pod`` (as the ledger holds it); no zero entries.
+    With ``pod_uid``, only what holds the pod of that name with that uid
+    (:meth:`PodReservations.total_for`)."""
     book = ledger.book(namespace)
     on_pod = None if book is None else book.pods.get(pod)
     if on_pod is None:
         return EMPTY_RESOURCES
-    kept = {k: v for k, v in on_pod.total.items() if v}
+    total = on_pod.total if pod_uid is None else on_pod.total_for(pod_uid)
+    kept = {k: v for k, v in total.items() if v}
     return frozen_resources(kept) if kept else EMPTY_RESOURCES
 
 
@@ -412,7 +437,8 @@ def reserve(
     does not count, SPEC §1), holds no
     reservation yet, and the pod still exists with ``pod_uid``, is available at
     ``now`` and fits actual usage + every reservation on it + the Run's
-    requests. Re-checking here, not trusting the snapshot, is what keeps two
+    requests (as each counts on that very pod: a Run or a reservation bound to a
+    former pod of the name holds nothing on it). Re-checking here, not trusting the snapshot, is what keeps two
     workers from overcommitting one pod.
     """
     namespace = run.namespace
@@ -431,7 +457,7 @@ def reserve(
     if not target.available(now, config.stale_after()):
         return _conflict("PodUnavailable")
     actual = state.usage(namespace, pod)
-    usage = add(actual, reserved_usage(ledger, namespace, pod))
+    usage = add(actual, reserved_usage(ledger, namespace, pod, pod_uid))
     if not fits(target.capacity, usage, run.requests):
         return _conflict("NoRoom")
     reservation = Reservation(

@@ -143,15 +143,18 @@ def pod_slot(state: ClusterState, ledger: Ledger, namespace: str, runtime: str, 
         return None
     book = ledger.book(namespace)
     on_pod = None if book is None else book.pods.get(name)
-    return slot if on_pod is None or not on_pod.total else _reserved_slot(slot, on_pod)
+    reserved = None if on_pod is None or not on_pod.total else _reserved_slot(slot, on_pod)
+    return slot if reserved is None else reserved
 
 
-def _reserved_slot(slot: PodSlot, on_pod: PodReservations) -> PodSlot:
+def _reserved_slot(slot: PodSlot, on_pod: PodReservations) -> PodSlot | None:
     """The slot of a pod holding reservations: the book's ready one while it was derived from
-    this very pod and usage, else actual usage plus the reserved total."""
+    this very pod and usage, else actual usage plus what the reservations hold on this very
+    pod (those made for a former pod of the name hold nothing); ``None`` when they hold nothing."""
     if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
         return on_pod.slot
-    return PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
+    held = on_pod.total_for(slot.pod.uid)
+    return PodSlot(slot.pod, plus_reserved(slot.usage, held)) if held else None
 
 
 def _pod_slots(
@@ -188,7 +191,10 @@ def _pod_slots(
             if on_pod.slot is not None and slot.pod is on_pod.pod and slot.usage is on_pod.usage:
                 out[at] = reserved = on_pod.slot  # (:func:`_reserved_slot`, inline: a step a pod)
             else:
-                out[at] = reserved = PodSlot(slot.pod, plus_reserved(slot.usage, on_pod.total))
+                held = on_pod.total_for(slot.pod.uid)
+                if not held:
+                    continue  # made for a former pod of the name: nothing held on this one
+                out[at] = reserved = PodSlot(slot.pod, plus_reserved(slot.usage, held))
             moved[name] = (slot, reserved)
         return CandidateSlots(index, moved, built=tuple(out))
     positions: list[int] = []
@@ -197,7 +203,10 @@ def _pod_slots(
         if found is None:
             continue  # a pod of another runtime, or gone
         at, slot = found
-        moved[name] = (slot, _reserved_slot(slot, on_pod))
+        replaced = _reserved_slot(slot, on_pod)
+        if replaced is None:
+            continue  # made for a former pod of the name
+        moved[name] = (slot, replaced)
         positions.append(at)
     return CandidateSlots(index, moved, positions)
 
@@ -221,7 +230,7 @@ def _targets(
     namespace = run.namespace
     selectors = tuple(dict.fromkeys(term.selector for term in terms))
     found = [state.matches_by_pod(namespace, selector, first_only=not every_target) for selector in selectors]
-    others = [r for r in ledger.in_namespace(namespace) if r.run_uid != run.uid]
+    others = [r for r in ledger.in_namespace(namespace) if r.run_uid != run.uid and _holds_its_pod(state, r)]
     hosts: dict[LabelSelector, frozenset[str]] = {}
     assumed: dict[str, Reservation] = {}
     for selector, on_pods in zip(selectors, found):
@@ -235,6 +244,15 @@ def _targets(
                 pods = pods.union(extra)
         hosts[selector] = pods
     return OrderedTargets(tuple(found), tuple(assumed.values()), every_target), hosts
+
+
+def _holds_its_pod(state: ClusterState, reservation: Reservation) -> bool:
+    """A reservation is a target only on the pod it was made for (SPEC §1, as a bound Run):
+    made by name alone, or for the uid the pod of that name has now."""
+    if not reservation.pod_uid:
+        return True
+    pod = state.pod(reservation.namespace, reservation.pod)
+    return pod is not None and pod.uid == reservation.pod_uid
 
 
 @final

@@ -19,7 +19,13 @@ labels change
 Runtime Pod appears, or changes phase,          ``Room(ns, runtime, pod, "runtime_pod",
 deletion, readiness, heartbeat status or        grown=True)`` when it is available now
 freshness, capacity or uid
+Runtime Pod goes, comes back or is replaced     ``Targets(ns, labels)`` of the Runs bound to
+under its name                                  it that stop or start counting (SPEC §1)
 ==============================================  ===========================================
+
+"Active" here is active *on its pod* (``ClusterState.places``): a Run bound to a pod
+that is gone or was replaced holds no room and is no target, so its finishing frees
+nothing.
 
 A heartbeat that only moves ``lastProbeTime`` on a pod that stays fresh
 changes no decision and signals nothing (SPEC §11). A pod that becomes
@@ -85,7 +91,7 @@ def signals(
     if isinstance(obj, Run):
         return _run_signals(old, event, obj)
     if isinstance(obj, RuntimePod):
-        return _pod_signals(old, new, obj, now, config.stale_after())
+        return _bound_signals(old, new, obj) + _pod_signals(old, new, obj, now, config.stale_after())
     return ()
 
 
@@ -97,14 +103,14 @@ def _run_signals(old: ClusterState, event: Event, run: Run) -> tuple[Signal, ...
     result: tuple[Signal, ...] = ()
     if after is not None and after.status.pending and (before is None or _view(before) != _view(after)):
         result += (Activate(run.key),)
-    was = before is not None and before.status.active
-    is_active = after is not None and after.status.active
+    was = before is not None and old.places(before)
+    is_active = after is not None and old.places(after)  # (a Run's event leaves the pods as they were)
     if before is not None and was and (after is None or not is_active or after.status.assigned_pod != before.status.assigned_pod):
         result += (Room(before.namespace, before.runtime, before.status.assigned_pod, "capacity_released"),)
     if was != is_active or (before is not None and after is not None and was and not _same_target(before, after)):
         labels: list[Labels] = []
-        for side in (before, after):
-            if side is not None and side.status.active and side.labels not in labels:
+        for side, counts in ((before, was), (after, is_active)):
+            if side is not None and counts and side.labels not in labels:
                 labels.append(side.labels)
         result += (Targets(run.namespace, tuple(labels)),)
     return result
@@ -122,6 +128,24 @@ def _view(run: Run) -> Run:
     kept = tuple(c for c in status.conditions if c.type != CONDITION_SCHEDULED)
     phase = PENDING if status.pending else status.phase
     return replace(run, resource_version="", status=replace(status, phase=phase, message="", conditions=kept))
+
+
+def _bound_signals(old: ClusterState, new: ClusterState, pod: RuntimePod) -> tuple[Signal, ...]:
+    """A pod that went, came (back) or has another uid under its name turns the Runs bound to
+    it with a uid off or on as affinity targets: the labels of those that changed."""
+    before = old.pod(pod.namespace, pod.name)
+    after = new.pod(pod.namespace, pod.name)
+    before_uid = None if before is None else before.uid
+    after_uid = None if after is None else after.uid
+    if before_uid == after_uid:
+        return ()
+    labels: list[Labels] = []
+    for name, uid in new.bound_to(pod.namespace, pod.name):
+        if (uid == before_uid) != (uid == after_uid):
+            run = new.run(RunKey(pod.namespace, name))
+            if run is not None and run.labels not in labels:
+                labels.append(run.labels)
+    return (Targets(pod.namespace, tuple(labels)),) if labels else ()
 
 
 def _pod_signals(

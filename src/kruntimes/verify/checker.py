@@ -6,7 +6,9 @@ and checks the scheduler's promises (docs/reliability.md):
 ``capacity``
     At every scheduler bind write, the Runs bound to that pod — every Run whose
     committed version is *active* (SPEC §1: phase Scheduled/Running/Ready and an
-    ``assignedPod``) — fit the pod's capacity as it stood at that
+    ``assignedPod``) on that very pod (its ``assignedPodUID`` is the pod's, or
+    empty: Runs bound to a former pod of the name count nothing) — fit the pod's
+    capacity as it stood at that
     resourceVersion (SPEC §1 annotations, default ``runs: 2``; SPEC §2
     requests; SPEC §4 ``fits``). The pod must exist, carry the Run's
     ``runtime`` label and the UID the bind wrote. A bind that only fits a pod
@@ -310,8 +312,10 @@ class _Replay:
         self.workspaces: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.pod_versions: dict[tuple[str, str], deque[_PodVersion | None]] = {}
         self.pod_times: dict[tuple[str, str], deque[float]] = {}
-        self.active: dict[tuple[str, str], tuple[str, Resources]] = {}
-        self.usage: dict[tuple[str, str], dict[str, Amount]] = {}
+        self.active: dict[tuple[str, str], tuple[str, str, Resources]] = {}
+        """(namespace, run name) -> (assignedPod, assignedPodUID, requests) of the active Runs."""
+        self.usage: dict[tuple[str, str, str], dict[str, Amount]] = {}
+        """(namespace, pod name, assignedPodUID) -> the requests of the active Runs bound so."""
         self.bound: set[tuple[str, str]] = set()
         """Runs (namespace, uid) bound by the scheduler and not reset since."""
         self.last_status_writer: dict[tuple[str, str], str] = {}
@@ -433,8 +437,8 @@ class _Replay:
         entry = self.active.get(key)
         if entry is None:
             return
-        pod, requests = entry
-        usage = self.usage.setdefault((key[0], pod), {})
+        pod, pod_uid, requests = entry
+        usage = self.usage.setdefault((key[0], pod, pod_uid), {})
         for resource, amount in requests.items():
             usage[resource] = usage.get(resource, 0) + sign * amount
 
@@ -459,7 +463,7 @@ class _Replay:
             return
         self.runs[key] = obj
         if _is_active(obj):
-            self.active[key] = (_text(obj, "status", "assignedPod"), _requests(obj)[0])
+            self.active[key] = (_text(obj, "status", "assignedPod"), _text(obj, "status", "assignedPodUID"), _requests(obj)[0])
             self._charge(key, +1)
         if scheduler and _text(obj, "status", "phase") == SCHEDULED and _text(obj, "status", "assignedPod"):
             self.check_bind(w, label, uid)
@@ -500,8 +504,8 @@ class _Replay:
             self.violate("capacity", rv, label, pod, "bound a Run whose requests are invalid")
             return
         runtime = _text(obj, "spec", "runtime")
-        usage = self.usage.get((namespace, pod), {})
         current = self.pods.get((namespace, pod))
+        usage = self._usage_on(namespace, pod, pod_uid or (_text(current, "metadata", "uid") if current is not None else ""))
         problem = self._bind_problem(
             _pod_version(current, w.time) if current is not None else None, runtime, pod_uid, usage, requests
         )
@@ -516,6 +520,15 @@ class _Replay:
             self.raced.append(Violation("capacity", rv, label, pod, f"{problem} (the pod changed {w.time - last_change:.3f}s before)"))
             return
         self.violate("capacity", rv, label, pod, problem)
+
+    def _usage_on(self, namespace: str, pod: str, pod_uid: str) -> dict[str, Amount]:
+        """SPEC §1: what the active Runs use on the pod of that name with ``pod_uid`` (those bound
+        by name alone and those bound to that uid)."""
+        total = dict(self.usage.get((namespace, pod, ""), {}))
+        if pod_uid:
+            for resource, amount in self.usage.get((namespace, pod, pod_uid), {}).items():
+                total[resource] = total.get(resource, 0) + amount
+        return total
 
     def _versions_within(self, namespace: str, pod: str, since: float) -> list[_PodVersion | None]:
         versions = list(self.pod_versions.get((namespace, pod), ()))

@@ -8,6 +8,11 @@ keys; ``decode_record`` reads it back, and ``decode_record(encode_record(r)) ==
 Success(r)`` for every record the scheduler can build, so ``kruntimes replay``
 re-plans from exactly the values the scheduler saw.
 
+A record whose line would not fit the log's per-record budget is written as a
+*truncation marker* instead (``encode_truncated``): one short line naming the
+Run's key, what the cycle decided and the record's size, without the inputs.
+``decode_line`` reads either kind; a marker cannot be replayed, and says so.
+
 Wire conventions: quantities are strings in :func:`format_quantity` form, times
 RFC 3339 via :func:`format_time` (microseconds kept), durations via
 :func:`format_duration`. The decoders of quantities and durations here are the
@@ -621,21 +626,94 @@ def _plan_from(value: object, path: str) -> Result[Plan, CycleError]:
 
 
 def decode_record(text: str) -> Result[CycleRecord, JsonError]:
-    """Read one line written by :func:`encode_record`; a ``Failure`` names the field, never raises."""
+    """Read one line written by :func:`encode_record`; a ``Failure`` names the field, never raises.
+    A truncation marker is a ``Failure`` too (it holds no record): read logs with :func:`decode_line`."""
+    return decode_line(text).bind(_whole)
+
+
+def decode_line(text: str) -> Result[CycleRecord | TruncatedRecord, JsonError]:
+    """Read one line of a cycle log: a record (:func:`encode_record`) or the marker standing
+    for one too large for the log (:func:`encode_truncated`); never raises."""
     if len(text) > MAX_LINE:
         return Failure(JsonError("WrongType", "", f"line longer than {MAX_LINE} characters"))
     try:
         document = json.loads(text)
     except (ValueError, RecursionError) as exc:
         return Failure(JsonError("NotAnObject", "", f"not JSON: {exc}"))
-    return reading(lambda: _record_from(document))
+    return reading(lambda: _line_from(document))
+
+
+def _whole(line: CycleRecord | TruncatedRecord) -> Result[CycleRecord, JsonError]:
+    if isinstance(line, TruncatedRecord):
+        return Failure(JsonError("UnknownKind", TRUNCATED, "a record too large for the log: only its marker was written"))
+    return Success(line)
+
+
+def _line_from(document: object) -> CycleRecord | TruncatedRecord:
+    obj = expect_object(document, "")
+    if TRUNCATED in obj:
+        return _truncated_from(obj)
+    return _record_from(obj)
+
+
+# --- records too large for the log ----------------------------------------------------------
+
+TRUNCATED: Final = "truncated"
+"""The key of a truncation marker's one field beside ``v``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TruncatedRecord:
+    """The marker written instead of a record too large for the log: which cycle it was and
+    how large its line would have been. The inputs are not there, so it cannot be replayed."""
+
+    key: RunKey
+    action: str
+    """The plan's action (``Bind``, ``Wait``, ... or ``Error``), as :func:`plan_json` names it."""
+    size: int
+    """Bytes of the record's line as it would have been written (newline included)."""
+
+
+def _action(plan: Result[Plan, CycleError]) -> str:
+    """:func:`plan_json`'s ``action``, without encoding the plan (a large one is why we are here)."""
+    if isinstance(plan, Failure):
+        return "Error"
+    return type(plan.unwrap()).__name__
+
+
+def encode_truncated(record: CycleRecord, size: int) -> str:
+    """The marker line (no newline) for ``record``, whose line is ``size`` bytes: a few hundred
+    bytes at most (a Run's key is two names Kubernetes bounds), ASCII, keys sorted."""
+    key = record.snapshot.key
+    document: dict[str, Json] = {
+        "v": FORMAT_VERSION,
+        TRUNCATED: {"key": {"namespace": key.namespace, "name": key.name}, "action": _action(record.plan), "bytes": size},
+    }
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _truncated_from(obj: Mapping[str, object]) -> TruncatedRecord:
+    _version(obj)
+    marker = expect_object(field(obj, TRUNCATED, ""), TRUNCATED)
+    key = expect_object(field(marker, "key", TRUNCATED), join(TRUNCATED, "key"))
+    here = join(TRUNCATED, "key")
+    size = get_int(marker, "bytes", TRUNCATED)
+    if size < 0:
+        raise Invalid(join(TRUNCATED, "bytes"), "must not be negative")
+    return TruncatedRecord(
+        RunKey(get_string(key, "namespace", here), get_string(key, "name", here)), get_string(marker, "action", TRUNCATED), size
+    )
+
+
+def _version(obj: Mapping[str, object]) -> None:
+    version = get_int(obj, "v", "")
+    if version != FORMAT_VERSION:
+        raise Invalid("v", f"unsupported record format {version} (expected {FORMAT_VERSION})", "UnknownKind")
 
 
 def _record_from(document: object) -> CycleRecord:
     obj = expect_object(document, "")
-    version = get_int(obj, "v", "")
-    if version != FORMAT_VERSION:
-        raise Invalid("v", f"unsupported record format {version} (expected {FORMAT_VERSION})", "UnknownKind")
+    _version(obj)
     return CycleRecord(
         snapshot=_snapshot_from(field(obj, "snapshot", ""), "snapshot"),
         weights=get_items(obj, "weights", "", _plugin_from),

@@ -13,9 +13,12 @@ state"). Indexes kept here:
   (a pod without a ``runtime`` label is not stored);
 - workspaces by ``(namespace, name)``;
 - Pending run keys by ``(namespace, spec.runtime)`` (for wakeups, SPEC §8);
-- actual usage by ``(namespace, pod)``: the sum of active Runs' requests, kept
-  incrementally (retract the old contribution, add the new);
-- active affinity targets per namespace by run name, with a label index
+- actual usage by ``(namespace, pod)``: the sum of the requests of the active Runs
+  *on that pod* (SPEC §1: a Run bound with an ``assignedPodUID`` counts only while the
+  pod of that name has that uid), kept incrementally (retract the old contribution, add
+  the new), and the active Runs bound with a uid by ``(namespace, pod)``, so that a pod
+  that goes, comes back or is replaced under its name turns exactly its Runs off or on;
+- active affinity targets (on their pod, as above) per namespace by run name, with a label index
   ``(namespace, key, value) -> pod -> targets`` (the targets on each pod sorted by
   uid) and, per ``(namespace, key)``, the values present (for ``Exists``), so that
   ``matches_by_pod`` starts from the most selective positive requirement of a
@@ -351,6 +354,10 @@ class ClusterState:
     _groups: PDict[_NsName, _PodGroup] = field(compare=False)
     """(namespace, runtime) -> the candidate slots; derived from ``_pods`` and
     ``_usage`` (so left out of equality)."""
+    _bound: PDict[_NsName, PDict[str, str]] = field(compare=False)
+    """(namespace, pod name) -> run name -> the ``assignedPodUID`` of every active Run bound
+    there with one, on that pod or not: what a pod's appearance, disappearance or new uid
+    turns on or off (derived from ``_runs``, so left out of equality)."""
 
     # --- reads -------------------------------------------------------------------
 
@@ -411,9 +418,21 @@ class ClusterState:
         return self._workspaces.get((namespace, name))
 
     def usage(self, namespace: str, pod: str) -> Resources:
-        """Active Runs' requests on that pod (known or not); no zero entries."""
+        """The requests of the active Runs on that pod (known or not; a Run bound to another
+        pod of that name counts nothing, SPEC §1); no zero entries."""
         usage = self._usage.get((namespace, pod))
         return EMPTY_RESOURCES if usage is None else usage
+
+    def places(self, run: Run) -> bool:
+        """Whether ``run`` counts on its pod here: active, on the pod of that name with the uid
+        it was bound to (or bound by name alone). SPEC §1."""
+        return _places(run, self._pods)
+
+    def bound_to(self, namespace: str, pod: str) -> tuple[tuple[str, str], ...]:
+        """The active Runs bound to pod name ``pod`` with an ``assignedPodUID`` (on the pod
+        now there or not), as ``(run name, that uid)`` in any order."""
+        bound = self._bound.get((namespace, pod))
+        return () if bound is None else tuple(bound.items())
 
     def pending_naming(self, namespace: str, workspace: str) -> frozenset[RunKey]:
         """Pending Runs of ``namespace`` whose ``spec.workspace`` names ``workspace``: one index
@@ -527,13 +546,14 @@ def _state(
     by_label: PDict[_LabelKey, PDict[str, tuple[Target, ...]]],
     label_values: PDict[_NsName, PDict[str, str]],
     groups: PDict[_NsName, _PodGroup],
+    bound: PDict[_NsName, PDict[str, str]],
 ) -> ClusterState:
     """``ClusterState(...)`` with the fields in declaration order, without the frozen
     dataclass's ``__init__`` and its ``object.__setattr__`` call per field (one state is
     built per watch event; docs/performance.md, "Design measurements"). The value is the
     same frozen instance."""
     state: ClusterState = _new_object(ClusterState)
-    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9 = _STATE_SETTERS
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10 = _STATE_SETTERS
     s0(state, runs)
     s1(state, run_keys_by_uid)
     s2(state, pods)
@@ -544,6 +564,7 @@ def _state(
     s7(state, by_label)
     s8(state, label_values)
     s9(state, groups)
+    s10(state, bound)
     return state
 
 
@@ -562,7 +583,7 @@ def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
 
 
 def _empty() -> ClusterState:
-    return ClusterState(empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty())
+    return ClusterState(empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty())
 
 
 EMPTY_STATE: Final = _empty()
@@ -597,6 +618,7 @@ def _with(state: ClusterState, **changes: object) -> ClusterState:
         "_by_label": state._by_label,
         "_label_values": state._label_values,
         "_groups": state._groups,
+        "_bound": state._bound,
     }
     fields.update(changes)
     return ClusterState(**fields)  # type: ignore[arg-type]
@@ -619,6 +641,31 @@ def _apply_pod(state: ClusterState, namespace: str, name: str, new: RuntimePod |
     if old is None and new is None:
         return state
     pods = state._pods.set(key, new) if new is not None else state._pods.discard(key)
+    usage, targets, by_label, label_values = state._usage, state._targets, state._by_label, state._label_values
+    old_uid = None if old is None else old.uid
+    new_uid = None if new is None else new.uid
+    bound = state._bound.get(key) if old_uid != new_uid else None
+    if bound:
+        # The pod went, came (back) or was replaced under its name: the Runs bound to the
+        # uid it had stop counting here, those bound to the uid it has now start (SPEC §1).
+        total = usage.get(key) or EMPTY_RESOURCES
+        in_namespace = targets.get(namespace)
+        for run_name, uid in bound.items():
+            was, now = uid == old_uid, uid == new_uid
+            if was == now:
+                continue
+            run = state._runs[RunKey(namespace, run_name)]
+            total = _shifted(total, run.requests, 1 if now else -1)
+            if now:
+                target = Target(pod=name, labels=run.labels, run_uid=run.uid)
+                targets = set_in(targets, namespace, run_name, target)
+                by_label, label_values = _indexed(by_label, label_values, namespace, target, 1)
+            else:
+                held = None if in_namespace is None else in_namespace.get(run_name)
+                if held is not None:
+                    targets = discard_in(targets, namespace, run_name)
+                    by_label, label_values = _indexed(by_label, label_values, namespace, held, -1)
+        usage = usage.set(key, total) if total else usage.discard(key)
     groups = state._groups
     if old is not None and (new is None or new.runtime != old.runtime):
         group_key = (namespace, old.runtime)
@@ -628,8 +675,8 @@ def _apply_pod(state: ClusterState, namespace: str, name: str, new: RuntimePod |
     if new is not None:
         group_key = (namespace, new.runtime)
         group = groups.get(group_key)
-        usage = state._usage.get(key)
-        slot = _slot(new, EMPTY_RESOURCES if usage is None else usage)
+        used = usage.get(key)
+        slot = _slot(new, EMPTY_RESOURCES if used is None else used)
         groups = groups.set(group_key, group.put(slot) if group is not None else _PodGroup.of((slot,)))
     return _state(
         state._runs,
@@ -637,11 +684,12 @@ def _apply_pod(state: ClusterState, namespace: str, name: str, new: RuntimePod |
         pods,
         state._workspaces,
         state._pending,
-        state._usage,
-        state._targets,
-        state._by_label,
-        state._label_values,
+        usage,
+        targets,
+        by_label,
+        label_values,
         groups,
+        state._bound,
     )
 
 
@@ -669,6 +717,7 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
             state._by_label,
             state._label_values,
             state._groups,
+            state._bound,
         )
 
     uids = state._run_keys_by_uid
@@ -688,10 +737,19 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
         if new_group is not None:
             pending = set_in(pending, new_group, key, key)
 
+    bound = state._bound
+    old_binding, new_binding = _binding(old), _binding(new)
+    if old_binding != new_binding:
+        if old_binding is not None:
+            bound = discard_in(bound, (namespace, old_binding[0]), key.name)
+        if new_binding is not None:
+            bound = set_in(bound, (namespace, new_binding[0]), key.name, new_binding[1])
+
     usage, groups = state._usage, state._groups
     targets, by_label, label_values = state._targets, state._by_label, state._label_values
-    old_run = old if old is not None and old.status.active else None
-    new_run = new if new is not None and new.status.active else None
+    pods = state._pods
+    old_run = old if _places(old, pods) else None
+    new_run = new if _places(new, pods) else None
     if old_run is not None or new_run is not None:
         # An active Run's charge is (assigned pod, requests) and its target (assigned
         # pod, labels, uid): compared field by field, built only when they change.
@@ -762,7 +820,28 @@ def _apply_run(state: ClusterState, key: RunKey, new: Run | None) -> ClusterStat
         by_label,
         label_values,
         groups,
+        bound,
     )
+
+
+def _indexed(
+    by_label: PDict[_LabelKey, PDict[str, tuple[Target, ...]]],
+    label_values: PDict[_NsName, PDict[str, str]],
+    namespace: str,
+    target: Target,
+    sign: int,
+) -> tuple[PDict[_LabelKey, PDict[str, tuple[Target, ...]]], PDict[_NsName, PDict[str, str]]]:
+    """The label index and value sets with ``target`` added (``sign`` 1) or removed (-1)."""
+    change = partial(_swapped, old=None, new=target) if sign > 0 else partial(_swapped, old=target, new=None)
+    for label, value in target.labels.items():
+        size = len(by_label)
+        by_label = update_in(by_label, (namespace, label, value), target.pod, change)
+        if len(by_label) != size:  # the first target with this value came, or the last went
+            if sign > 0:
+                label_values = set_in(label_values, (namespace, label), value, value)
+            else:
+                label_values = discard_in(label_values, (namespace, label), value)
+    return by_label, label_values
 
 
 def _swapped(held: tuple[Target, ...] | None, old: Target | None, new: Target | None) -> tuple[Target, ...] | None:
@@ -794,7 +873,12 @@ def _same_contribution(old: Run, new: Run) -> bool:
         return False
     if not a.active:
         return _pending_group(old) == _pending_group(new)
-    return a.assigned_pod == b.assigned_pod and old.requests == new.requests and old.labels == new.labels
+    return (
+        a.assigned_pod == b.assigned_pod
+        and a.assigned_pod_uid == b.assigned_pod_uid
+        and old.requests == new.requests
+        and old.labels == new.labels
+    )
 
 
 def _pending_group(run: Run | None) -> _NsName | None:
@@ -804,15 +888,38 @@ def _pending_group(run: Run | None) -> _NsName | None:
     return (run.namespace, run.workspace.name)
 
 
-def _charge(run: Run | None) -> tuple[str, Resources] | None:
-    """``(pod, requests)`` an active Run charges: its usable requests (SPEC §2)."""
-    if run is None or not run.status.active:
+def _places(run: Run | None, pods: PDict[_NsName, RuntimePod] | dict[_NsName, RuntimePod]) -> bool:
+    """Whether the Run is active on a pod there (SPEC §1): active, and bound either by name
+    alone (no ``assignedPodUID``) or to the uid the pod of that name has now. A Run whose
+    pod is gone or was replaced consumes nothing and is no affinity target."""
+    if run is None:
+        return False
+    status = run.status
+    if not status.active:
+        return False
+    uid = status.assigned_pod_uid
+    if not uid:
+        return True
+    pod = pods.get((run.namespace, status.assigned_pod))
+    return pod is not None and pod.uid == uid
+
+
+def _binding(run: Run | None) -> tuple[str, str] | None:
+    """``(pod, assignedPodUID)`` of an active Run bound with a uid (the ``_bound`` entry)."""
+    if run is None or not run.status.active or not run.status.assigned_pod_uid:
+        return None
+    return (run.status.assigned_pod, run.status.assigned_pod_uid)
+
+
+def _charge(run: Run, pods: dict[_NsName, RuntimePod]) -> tuple[str, Resources] | None:
+    """``(pod, requests)`` a Run charges while on its pod: its usable requests (SPEC §2)."""
+    if not _places(run, pods):
         return None
     return (run.status.assigned_pod, run.requests)
 
 
-def _target(run: Run | None) -> Target | None:
-    if run is None or not run.status.active:
+def _target(run: Run, pods: dict[_NsName, RuntimePod]) -> Target | None:
+    if not _places(run, pods):
         return None
     return Target(pod=run.status.assigned_pod, labels=run.labels, run_uid=run.uid)
 
@@ -884,8 +991,10 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         else:
             workspaces[(obj.namespace, obj.name)] = obj
 
+    stored_pods = {key: pod for key, pod in pods.items() if pod.runtime}
     uids: dict[str, dict[str, RunKey]] = {}
     pending: dict[_NsName, set[RunKey]] = {}
+    bound: dict[_NsName, dict[str, str]] = {}
     usage: dict[_NsName, dict[str, Amount]] = {}
     targets: dict[str, dict[str, Target]] = {}
     by_label: dict[_LabelKey, dict[str, list[Target]]] = {}
@@ -895,21 +1004,23 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         group = _pending_group(run)
         if group is not None:
             pending.setdefault(group, set()).add(key)
-        charge = _charge(run)
+        binding = _binding(run)
+        if binding is not None:
+            bound.setdefault((key.namespace, binding[0]), {})[key.name] = binding[1]
+        charge = _charge(run, stored_pods)
         if charge is not None:
             total = usage.setdefault((key.namespace, charge[0]), {})
             for name, amount in charge[1].items():
                 total[name] = total.get(name, 0) + amount
                 if not total[name]:
                     del total[name]
-        target = _target(run)
+        target = _target(run, stored_pods)
         if target is not None:
             targets.setdefault(key.namespace, {})[key.name] = target
             for label, value in target.labels.items():
                 by_label.setdefault((key.namespace, label, value), {}).setdefault(target.pod, []).append(target)
                 label_values.setdefault((key.namespace, label), {})[value] = value
 
-    stored_pods = {key: pod for key, pod in pods.items() if pod.runtime}
     frozen_usage = {k: frozen_resources(v) for k, v in usage.items() if v}
     by_runtime: dict[_NsName, list[PodSlot]] = {}
     for (namespace, name), pod in stored_pods.items():
@@ -929,4 +1040,5 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         ),
         _label_values=pdict({k: pdict(v) for k, v in label_values.items()}),
         _groups=pdict({k: _PodGroup.of(v) for k, v in by_runtime.items()}),
+        _bound=pdict({k: pdict(v) for k, v in bound.items()}),
     )

@@ -1,0 +1,48 @@
+"""Runs on a vanished pod (SPEC §1): a pod deleted and created again under its name starts empty.
+
+The Runs bound to the deleted pod are left as they are (their fate belongs to the
+controller's stale-run reaper, not to the scheduler), and they hold nothing on the new pod.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from kruntimes.effects.kube import PODS, Kube
+
+from .conftest import SchedulerFactory
+from .helpers import NS, assigned, at, create_run, get_run, make_pod, wait_until, waiting
+
+POD = "python-0"
+FULL = 'waiting for available runtime pods for runtime "python"'
+
+
+def _on(kube: Kube, name: str, pod_uid: str) -> bool:
+    run = get_run(kube, name)
+    return assigned(kube, name) == POD and at(run, "status", "assignedPodUID") == pod_uid
+
+
+def test_a_pod_deleted_and_created_again_under_its_name_takes_new_runs_up_to_its_full_capacity(
+    bare_kube: Kube, bare_scheduler: SchedulerFactory
+) -> None:
+    kube = bare_kube
+    first = str(at(make_pod(kube, POD, "python", capacity={"runs": "2"}), "metadata", "uid"))
+    # pods written by hand beat once: a window this long keeps them fresh however slow the machine
+    bare_scheduler(heartbeat_stale_after=timedelta(minutes=30))
+    for name in ("old-1", "old-2"):
+        create_run(kube, name)
+    wait_until(lambda: all(_on(kube, name, first) for name in ("old-1", "old-2")), timeout=30, what="the first pod filled")
+
+    kube.delete(PODS.path(NS, POD)).unwrap()
+    second = str(at(make_pod(kube, POD, "python", capacity={"runs": "2"}), "metadata", "uid"))
+    assert second != first
+    for name in ("new-1", "new-2"):
+        create_run(kube, name)
+    wait_until(lambda: all(_on(kube, name, second) for name in ("new-1", "new-2")), timeout=30, what="the new pod filled")
+
+    create_run(kube, "new-3")  # the new pod is full with its own two Runs
+    assert at(wait_until(lambda: waiting(kube, "new-3"), timeout=30, what="new-3 waiting"), "status", "message") == FULL
+    assert assigned(kube, "new-3") is None
+    for name in ("old-1", "old-2"):  # left to the controller: still Scheduled, on the pod that is gone
+        run = get_run(kube, name)
+        assert (at(run, "status", "phase"), at(run, "status", "assignedPodUID")) == ("Scheduled", first)
