@@ -120,16 +120,17 @@ def test_a_confirm_read_the_server_refuses_keeps_the_reservation_is_counted_and_
     cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: _pods(kube) == 1, what="pod")
     sched = scheduler(ambiguous_hold=0.5)
-    cluster.faults.error(500, "runs", subresource="status", verbs=("patch",), count=1)
+    cluster.faults.error(500, "runs", subresource="status", verbs=("patch",), count=1, name="lost")
     refuse = cluster.faults.error(403, "runs", verbs=("get",), count=None, user_agent="kruntimes-scheduler/test-0")
     create_run(kube, "lost")
-    create_run(kube, "other")
     failures = {"kind": "forbidden"}
     wait_until(
         lambda: (sched.metrics.value("kruntimes_scheduler_bind_confirm_failures_total", failures) or 0) >= 2,
         timeout=30, what="two refused confirm reads",
     )
-    assert not assigned(kube, "lost") and not assigned(kube, "other"), "the slot stays held while no read settles it"
+    create_run(kube, "other")
+    wait_until(lambda: waiting(kube, "other"), what="the other Run waits: the slot stays held while no read settles it")
+    assert not assigned(kube, "lost") and not assigned(kube, "other")
     warned = [r for r in caplog.records if "settle a bind whose outcome is unknown" in r.getMessage()]
     assert len(warned) == 1, "one warning per minute, however often the read is retried"
     assert getattr(warned[0], "run") == "default/lost" and "403" in str(getattr(warned[0], "error"))
