@@ -337,7 +337,7 @@ class FaultProxy:
         self._ca_pem = ca_pem
         self._serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._serving.load_cert_chain(certificate, key)
-        self._serving.set_alpn_protocols(["http/1.1"])  # a Go client would otherwise stay on HTTP/1.1 anyway
+        self._serving.set_alpn_protocols(["http/1.1"])  # relayed as HTTP/1.1 only: a Go client offering h2 falls back
         self._client = ssl.create_default_context(cadata=ca_pem.decode())
         self._client.set_alpn_protocols(["http/1.1"])
         self.faults = Faults(self, seed=seed)
@@ -346,12 +346,16 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._port = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
         self._links: set[_Link] = set()
         self._watches: set[_Watch] = set()
         self._watches_lock = threading.Lock()
         """``_watches`` changes on the loop's thread and is counted from a test's."""
         self._history: collections.deque[Exchange] = collections.deque(maxlen=HISTORY)
         self._history_lock = threading.Lock()
+        self.failures: list[str] = []
+        """What went wrong in the proxy itself (a bug, not a client or server going away); a test
+        fixture asserts it stays empty."""
 
     @classmethod
     def before(cls, plane: ControlPlane, *, seed: int | None = None) -> FaultProxy:
@@ -396,7 +400,7 @@ class FaultProxy:
 
     def start(self) -> FaultProxy:
         loop = asyncio.new_event_loop()
-        loop.set_exception_handler(_exception_handler)
+        loop.set_exception_handler(self._loop_error)
         thread = threading.Thread(target=loop.run_forever, name="fault-proxy", daemon=True)
         thread.start()
         self._loop, self._thread = loop, thread
@@ -430,20 +434,30 @@ class FaultProxy:
 
     # -- the loop's side ----------------------------------------------------------------------------
 
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        """Broken client connections (a TLS handshake cut short, a reset) are normal here; anything else is a failure."""
+        if isinstance(context.get("exception"), (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+            return
+        self.failures.append(str(context.get("message") or context))
+        loop.default_exception_handler(context)
+
     async def _listen(self) -> asyncio.Server:
         return await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._serving, limit=LINE_LIMIT)
 
     async def _shutdown(self) -> None:
         server = self._server
+        self._closing = True
         if server is not None:
             server.close()
-        for link in list(self._links):
-            _close(link.writer)
-            _close(link.up_writer)
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        while self._tasks:  # again if a connection's TLS handshake ended meanwhile
+            for link in list(self._links):
+                _close(link.writer)
+                _close(link.up_writer)
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.sleep(0)
         if server is not None:
             await server.wait_closed()
         for _ in range(3):  # aborted transports close their sockets on the loop's next iterations
@@ -465,24 +479,33 @@ class FaultProxy:
         task = asyncio.current_task()
         assert task is not None
         link = _Link(reader, writer)
+        if self._closing:
+            _close(writer)
+            return
         self._tasks.add(task)
         self._links.add(link)
+        try:
+            await self._converse(link)
+        except asyncio.CancelledError:
+            pass  # stop(): the task must not end cancelled (asyncio 3.11 logs such a connection task as an error)
+        finally:
+            _close(link.up_writer)
+            _close(writer)
+            self._links.discard(link)
+            self._tasks.discard(task)
+
+    async def _converse(self, link: _Link) -> None:
         try:
             while await self._exchange(link):
                 pass
         except (_Malformed, ConnectionError, asyncio.IncompleteReadError, ssl.SSLError, TimeoutError, ValueError, OSError):
-            pass  # a client or the server went away, or broke the protocol: the connection ends
-        except asyncio.CancelledError:
-            pass  # stop()
-        except Exception:
+            return  # a client or the server went away, or broke the protocol: the connection is cut
+        except Exception as problem:
             log.exception("fault proxy: a connection failed")
-        finally:
-            _close(link.up_writer)
-            try:
-                await _finish(writer)
-            finally:
-                self._links.discard(link)
-                self._tasks.discard(task)
+            self.failures.append(f"{type(problem).__name__}: {problem}")
+            return
+        _close(link.up_writer)
+        await _finish(link.writer)
 
     async def _read_request(self, link: _Link) -> _Request | None:
         head = await _read_head(link.reader)
@@ -617,8 +640,3 @@ class FaultProxy:
         return True
 
 
-def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
-    """Broken client connections (a TLS handshake cut short, a reset) are normal here, not worth a traceback."""
-    if isinstance(context.get("exception"), (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
-        return
-    loop.default_exception_handler(context)

@@ -52,3 +52,4 @@ def fault_proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
     dev cluster's rules; a kubeconfig naming ``fault_proxy.server`` sends a client through it."""
     with FaultProxy.before(control_plane) as proxy:
         yield proxy
+    assert proxy.failures == [], "the proxy itself failed"

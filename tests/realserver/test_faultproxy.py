@@ -6,7 +6,10 @@ the server holds is read directly from it (``deployed.request``), past the proxy
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +19,7 @@ import pytest
 
 from kruntimes.effects.kube import RUNS, Kube, WatchEvent, load_configuration
 from tests.controlplane.faultproxy import FaultProxy
-from tests.controlplane.server import ADMIN_USER, ControlPlane
+from tests.controlplane.server import ADMIN_USER, ControlPlane, free_port
 from tests.polling import wait_until
 
 from .support import SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT, Events, create, run_manifest
@@ -260,6 +263,7 @@ def test_stopping_the_proxy_breaks_open_watches_and_leaves_no_socket_or_thread(
     kube.close()
     events.stop()
     assert proxy.history(), "the proxy served the requests"
+    assert proxy.failures == []
     assert threading.active_count() == threads
     assert _sockets() == sockets, "every connection the proxy made or accepted is closed"
     late = _client(proxy, deployed.admin_token, tmp_path)
@@ -267,3 +271,26 @@ def test_stopping_the_proxy_breaks_open_watches_and_leaves_no_socket_or_thread(
         assert late.list(RUNS.path(namespace)).failure().kind == "unreachable", "nothing listens any more"
     finally:
         late.close()
+
+
+def test_a_request_the_proxy_cannot_forward_is_answered_503(deployed: ControlPlane, tmp_path: Path) -> None:
+    certificate, key = deployed.proxy_credentials
+    with FaultProxy(f"https://127.0.0.1:{free_port()}", deployed.ca_pem, certificate, key) as proxy:
+        kube = _client(proxy, deployed.admin_token, tmp_path)
+        try:
+            down = kube.list("/api/v1/namespaces").failure()
+        finally:
+            kube.close()
+    assert (down.kind, down.status, down.reason) == ("server", 503, "ServiceUnavailable")
+
+
+def test_a_protocol_upgrade_is_refused_with_501(deployed: ControlPlane, namespace: str, fault_proxy: FaultProxy) -> None:
+    port = int(fault_proxy.server.rsplit(":", 1)[1])
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=ssl.create_default_context(cadata=deployed.ca_pem.decode()), timeout=30)
+    try:
+        connection.request("POST", f"/api/v1/namespaces/{namespace}/pods/p/exec?command=sh",
+                           headers={"Authorization": f"Bearer {deployed.admin_token}", "Connection": "Upgrade", "Upgrade": "websocket"})
+        answer = connection.getresponse()
+        assert (answer.status, json.loads(answer.read())["code"]) == (501, 501)
+    finally:
+        connection.close()

@@ -104,3 +104,17 @@ def test_a_409_on_bind_releases_the_reservation_and_a_later_cycle_binds(
         events.append(committed.queue.get())
     binds = [e for e in events if at(e.object, "metadata", "name") == "contested" and at(e.object, "status", "phase") == "Scheduled"]
     assert len(binds) == 1
+
+
+def test_informers_survive_a_dropped_watch_and_410_gone(
+    deployed: ControlPlane, namespace: str, fault_proxy: FaultProxy, scheduler: SchedulerFactory
+) -> None:
+    ready_runtime_pod(deployed, namespace, "python-0", "python", {"runs": "2"})
+    sched = scheduler()
+    runs_informer = next(i for i in sched.informers if i.kind == "runs")
+    wait_until(lambda: fault_proxy.open_watches("runs") >= 1, what="the Run informer's watch")  # sent after the sync
+    fault_proxy.faults.expire_next_watch("runs")
+    assert fault_proxy.faults.drop_watches("runs") >= 1
+    create(deployed, RUNS.path(namespace), run_manifest(namespace, "during-relist", "python"))
+    assert wait_until(lambda: _assigned(deployed, namespace, "during-relist"), timeout=30, what="bind after 410")
+    assert runs_informer.relists >= 1
