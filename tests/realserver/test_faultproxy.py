@@ -14,11 +14,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
+import urllib3
 
+from kruntimes.devcluster import DevCluster
+from kruntimes.devcluster.faults import RequestInfo, Verdict
 from kruntimes.effects.kube import RUNS, Kube, WatchEvent, load_configuration
-from tests.controlplane.faultproxy import FaultProxy
+from tests.controlplane.faultproxy import FaultProxy, request_info
 from tests.controlplane.server import ADMIN_USER, ControlPlane, free_port
 from tests.polling import wait_until
 
@@ -294,3 +298,49 @@ def test_a_protocol_upgrade_is_refused_with_501(deployed: ControlPlane, namespac
         assert (answer.status, json.loads(answer.read())["code"]) == (501, 501)
     finally:
         connection.close()
+
+
+SAME_READING = [
+    ("GET", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs?labelSelector=a%3Db"),
+    ("GET", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs?watch=true&resourceVersion=0"),
+    ("GET", "/apis/kruntimes.io/v1alpha1/runs?watch=1"),
+    ("GET", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs/r"),
+    ("POST", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs"),
+    ("PUT", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs/r/status"),
+    ("PATCH", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs/r/status"),
+    ("DELETE", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs/r"),
+    ("DELETE", "/apis/kruntimes.io/v1alpha1/namespaces/ns/runs"),
+    ("GET", "/api/v1/pods"),
+    ("PATCH", "/api/v1/namespaces/ns/pods/p/status"),
+    ("POST", "/api/v1/namespaces/ns/events"),
+    ("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"),
+    ("GET", "/api/v1/namespaces"),
+    ("GET", "/api/v1/namespaces/ns"),
+    ("PUT", "/api/v1/namespaces/ns/status"),
+]
+
+
+def test_the_proxy_reads_each_request_as_the_dev_cluster_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rule must match the same requests on either server: both read (verb, group, resource,
+    subresource, namespace, name, user agent) alike."""
+    seen: list[RequestInfo] = []
+    with DevCluster.start(simulator=None) as cluster:
+        check = cluster.faults.check
+
+        def recording(info: RequestInfo) -> Verdict:
+            seen.append(info)
+            return check(info)
+
+        monkeypatch.setattr(cluster.faults, "check", recording)
+        http = urllib3.PoolManager(retries=False)
+        for method, target in SAME_READING:
+            answer = http.request(method, cluster.url + target, body=b"{}" if method != "GET" else None,
+                                  headers={"User-Agent": "kruntimes-scheduler/a", "Content-Type": "application/merge-patch+json"},
+                                  preload_content=False, timeout=10)
+            answer.close()  # a watch would stream on
+        http.clear()
+    proxy_reading = []
+    for method, target in SAME_READING:
+        path, _, query = target.partition("?")
+        proxy_reading.append(request_info(method, path, parse_qs(query, keep_blank_values=True), "kruntimes-scheduler/a"))
+    assert proxy_reading == seen
