@@ -79,8 +79,38 @@ def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     )
 
 
+def _serving_certificate(
+    ca_name: x509.Name, ca_key: ec.EllipticCurvePrivateKey, common_name: str, now: datetime.datetime
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A server certificate for 127.0.0.1 (and the in-cluster names) signed by the test CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.DNSName("localhost"),
+                    x509.DNSName("kubernetes.default.svc"),
+                ]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return certificate, key
+
+
 def _write_credentials(directory: Path) -> None:
-    """A CA, the server's certificate for 127.0.0.1 signed by it, and the service-account key pair."""
+    """A CA; the server's certificate for 127.0.0.1 and the fault proxy's, both signed by it; the
+    service-account key pair."""
     now = datetime.datetime.now(datetime.timezone.utc)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kruntimes-test-ca")])
@@ -103,33 +133,15 @@ def _write_credentials(directory: Path) -> None:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    serving_key = ec.generate_private_key(ec.SECP256R1())
-    serving = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=7))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    x509.DNSName("localhost"),
-                    x509.DNSName("kubernetes.default.svc"),
-                ]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    serving, serving_key = _serving_certificate(ca_name, ca_key, "kube-apiserver", now)
+    proxy, proxy_key = _serving_certificate(ca_name, ca_key, "kruntimes-fault-proxy", now)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     files = {
         "ca.crt": _pem_cert(ca),
         "apiserver.crt": _pem_cert(serving),
         "apiserver.key": _pem_key(serving_key),
+        "proxy.crt": _pem_cert(proxy),
+        "proxy.key": _pem_key(proxy_key),
         "sa.key": _pem_key(sa_key),
         "sa.pub": sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -411,11 +423,21 @@ class ControlPlane:
         assert isinstance(answer, dict)
         return str(answer["status"]["token"])
 
-    def service_account_kubeconfig(self, path: Path, namespace: str, name: str, *, context_namespace: str = "default") -> Path:
+    def service_account_kubeconfig(
+        self, path: Path, namespace: str, name: str, *, context_namespace: str = "default", server: str | None = None
+    ) -> Path:
+        """A kubeconfig with a fresh token of ``namespace/name``; ``server`` (a fault proxy's address,
+        whose certificate the same CA signed) instead of the API server's own."""
         token = self.service_account_token(namespace, name)
         return _write_private(
-            path, kubeconfig_text(self.server, self.ca_pem, token, user=f"{namespace}-{name}", namespace=context_namespace)
+            path,
+            kubeconfig_text(server or self.server, self.ca_pem, token, user=f"{namespace}-{name}", namespace=context_namespace),
         )
+
+    @property
+    def proxy_credentials(self) -> tuple[Path, Path]:
+        """The certificate and key a fault proxy in front of this server serves (signed by its CA)."""
+        return self.directory / "proxy.crt", self.directory / "proxy.key"
 
 
 def _http_ok(url: str) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.controlplane import session as controlplane
+from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane
 
 from .support import REPO, SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT, kubectl
@@ -43,3 +44,12 @@ def scheduler_kubeconfig(deployed: ControlPlane, tmp_path: Path) -> Path:
 def private_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane of this module's own: for RBAC the shared one must not see, or restarts."""
     yield from controlplane.private(tmp_path_factory.mktemp("controlplane"))
+
+
+@pytest.fixture
+def fault_proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
+    """A fault-injecting proxy in front of the session's API server: ``fault_proxy.faults`` takes the
+    dev cluster's rules; a kubeconfig naming ``fault_proxy.server`` sends a client through it."""
+    with FaultProxy.before(control_plane) as proxy:
+        yield proxy
+    assert proxy.failures == [], "the proxy itself failed"

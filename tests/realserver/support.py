@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
 
+from kruntimes.effects.kube import KubeError, WatchEvent, WatchStream
 from tests.controlplane.server import ControlPlane, free_port
 from tests.polling import wait_until
 
@@ -143,3 +146,37 @@ def apply_rendered(plane: ControlPlane, directory: Path) -> None:
     assert rendered.returncode == 0, rendered.stderr
     kubectl(plane, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=rendered.stdout)
     kubectl(plane, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+
+class Events:
+    """A watch's events, read on a thread of their own as they arrive."""
+
+    def __init__(self, stream: WatchStream) -> None:
+        self.stream = stream
+        self.queue: queue.Queue[WatchEvent] = queue.Queue()
+        self.error: KubeError | None = None
+        self.ended = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for event in self.stream:
+                self.queue.put(event)
+        except KubeError as problem:
+            self.error = problem
+        finally:
+            self.ended.set()
+
+    def next(self, what: str) -> WatchEvent:
+        try:
+            return self.queue.get(timeout=30)
+        except queue.Empty:
+            raise AssertionError(f"no watch event within 30 s: {what}") from None
+
+    def wait_ended(self) -> None:
+        assert self.ended.wait(30), "the watch did not end"
+
+    def stop(self) -> None:
+        self.stream.interrupt()
+        self._thread.join(30)

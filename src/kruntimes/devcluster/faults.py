@@ -13,6 +13,10 @@ as usual, since nothing was committed.
 Rules are set from Python (:class:`Faults`) or, for out-of-process clients,
 through the loopback admin endpoint ``POST /_devcluster/faults`` whose JSON
 body is :meth:`Faults.apply_json`'s argument.
+The engine knows nothing of HTTP or of the store beyond :class:`OpenWatches`:
+a fault-injecting proxy in front of another API server gives it its own relayed
+watches and applies the same verdicts, so one set of rules means the same on
+either server.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ import random
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, Literal, final
+from typing import Any, Final, Literal, Protocol, final
 
 from kruntimes.devcluster import errors
 from kruntimes.devcluster.errors import REASON_CODES, ApiError
 from kruntimes.devcluster.store import Store
-from kruntimes.devcluster.types import Obj
+from kruntimes.devcluster.types import GroupResource, Obj
 
 FaultAction = Literal["conflict", "error", "latency", "expire-watch", "lose-response"]
 WRITE_VERBS: Final = frozenset(("create", "update", "patch", "delete", "deletecollection"))
@@ -106,15 +110,40 @@ class Verdict:
         return self.lose_response or self.error_after_commit is not None
 
 
+def names_resource(wanted: frozenset[str], group: str, plural: str) -> bool:
+    """Whether ``wanted`` (``plural`` or ``plural.group`` entries; empty: every resource) names this one."""
+    return not wanted or plural in wanted or str(GroupResource(group, plural)) in wanted
+
+
+class OpenWatches(Protocol):
+    """The watches a :class:`Faults` can end: the dev cluster's store subscriptions, or a proxy's relayed streams."""
+
+    def close_watches(self, wanted: frozenset[str], *, abort: bool) -> int:
+        """End every open watch of a resource ``wanted`` names (see :func:`names_resource`); ``abort`` cuts
+        the connection instead of ending the stream. Returns how many."""
+        ...
+
+
+@final
+class _StoreWatches:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def close_watches(self, wanted: frozenset[str], *, abort: bool) -> int:
+        return self._store.close_subscriptions(
+            lambda s: not wanted or any(names_resource(wanted, r.group, r.plural) for r in s.resources), abort=abort
+        )
+
+
 _REASONS_BY_CODE: Final = {code: reason for reason, code in REASON_CODES.items() if reason not in ("Expired", "AlreadyExists")}
 
 
 @final
 class Faults:
-    """The active fault rules of one dev cluster. Thread-safe; all randomness from one seeded generator."""
+    """The active fault rules of one dev cluster (or proxy). Thread-safe; all randomness from one seeded generator."""
 
-    def __init__(self, store: Store, *, seed: int | None = None) -> None:
-        self._store = store
+    def __init__(self, watches: Store | OpenWatches, *, seed: int | None = None) -> None:
+        self._watches: OpenWatches = _StoreWatches(watches) if isinstance(watches, Store) else watches
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._random = random.Random(seed)
@@ -209,10 +238,7 @@ class Faults:
 
     def drop_watches(self, resource: str | None = None, *, abort: bool = False) -> int:
         """End every open watch (of ``resource``) now; ``abort`` cuts the connection instead of ending the stream."""
-        wanted = _set(resource)
-        return self._store.close_subscriptions(
-            lambda s: not wanted or any(r.plural in wanted or str(r) in wanted for r in s.resources), abort=abort
-        )
+        return self._watches.close_watches(_set(resource), abort=abort)
 
     # -- the hook the HTTP layer calls ----------------------------------------------------
 
