@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -184,3 +185,69 @@ def test_selection_matches_labels_and_fields_together() -> None:
     assert selection.matches({"metadata": {"labels": {"tier": "gold"}}, "spec": {"runtime": "python"}})
     assert not selection.matches({"metadata": {"labels": {"tier": "gold"}}, "spec": {"runtime": "node"}})
     assert Selection().matches({})
+
+
+# --- reads from a resourceVersion the server has not reached (as kube-apiserver answers them) ---
+
+TOO_LARGE_CAUSES = [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+
+
+def test_a_list_from_a_resource_version_not_reached_within_three_seconds_is_a_504_too_large(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    current = cluster.store.resource_version
+    ahead = current + 1000
+    started = time.monotonic()
+    code, status, response = request_json(http, "GET", cluster.url + RUNS + f"?resourceVersion={ahead}&limit=10")
+    assert time.monotonic() - started >= 2.9, "the server waits for the version first, as kube-apiserver's watch cache does"
+    assert code == 504
+    assert status == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f"Timeout: Too large resource version: {ahead}, current: {current}",
+        "reason": "Timeout", "code": 504,
+        "details": {"causes": TOO_LARGE_CAUSES, "retryAfterSeconds": 1},
+    }
+    assert response.headers.get("Retry-After") == "1"
+
+
+def test_a_list_from_a_resource_version_reached_while_it_waits_is_answered(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    ahead = cluster.store.resource_version + 1
+    threading.Timer(0.5, lambda: _create(http, cluster, "late")).start()
+    code, listed, _ = request_json(http, "GET", cluster.url + RUNS + f"?resourceVersion={ahead}")
+    assert code == 200
+    assert int(listed["metadata"]["resourceVersion"]) >= ahead
+    assert [item["metadata"]["name"] for item in listed["items"]] == ["late"]
+
+
+def test_a_watch_from_a_resource_version_not_reached_stays_silent_until_the_server_passes_it(http: urllib3.PoolManager) -> None:
+    with DevCluster.start(simulator=None, bookmark_interval=0.2) as cluster:
+        ahead = cluster.store.resource_version + 3
+        stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&allowWatchBookmarks=true&resourceVersion={ahead}&timeoutSeconds=30")
+        _create(http, cluster, "one")
+        _create(http, cluster, "two")
+        time.sleep(1.0)  # five bookmark intervals: none may carry a version below the watch's
+        assert stream.events == [], "neither the writes below its version nor a bookmark below it"
+        _create(http, cluster, "three")  # at the watch's version: not delivered
+        _create(http, cluster, "four")
+        events = wait_until(lambda: [e for e in stream.events if e["type"] != "BOOKMARK"] or None, what="the first write past the version")
+        assert [e["object"]["metadata"]["name"] for e in events] == ["four"]
+        assert all(int(e["object"]["metadata"]["resourceVersion"]) >= ahead for e in stream.events)
+        stream.close()
+
+
+def test_a_watch_list_from_a_resource_version_not_reached_ends_with_a_too_large_error_event(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    ahead = cluster.store.resource_version + 1000
+    stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion={ahead}&timeoutSeconds=30")
+    assert stream.ended.wait(10)
+    [event] = stream.events
+    assert event["type"] == "ERROR"
+    assert (event["object"]["code"], event["object"]["reason"]) == (504, "Timeout")
+    assert event["object"]["details"]["causes"] == TOO_LARGE_CAUSES
+
+
+def test_a_quiet_watch_gets_a_bookmark_two_seconds_before_its_deadline(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    created = _create(http, cluster, "r")
+    started = time.monotonic()
+    stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&allowWatchBookmarks=true&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=4")
+    bookmark = wait_until(lambda: next((e for e in stream.events if e["type"] == "BOOKMARK"), None), timeout=10, what="a bookmark")
+    assert time.monotonic() - started < 3.9, "before the deadline, not at it"
+    assert bookmark["object"]["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert stream.ended.wait(10)

@@ -32,6 +32,7 @@ REASON_CODES: Final[dict[str, int]] = {
     "TooManyRequests": 429,
     "InternalError": 500,
     "ServiceUnavailable": 503,
+    "Timeout": 504,
 }
 
 
@@ -167,6 +168,21 @@ def bad_request(message: str) -> ApiError:
 
 def expired(message: str) -> ApiError:
     return ApiError("Expired", message)
+
+
+TOO_LARGE_RETRY_SECONDS: Final = 1
+"""kube-apiserver's ``resourceVersionTooHighRetrySeconds``."""
+
+
+def too_large_resource_version(requested: int, current: int) -> ApiError:
+    """What kube-apiserver answers a read from a resourceVersion it has not reached
+    (``storage.NewTooLargeResourceVersionError``: a ``Timeout`` with one cause)."""
+    return ApiError(
+        "Timeout",
+        f"Timeout: Too large resource version: {requested}, current: {current}",
+        details={"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]},
+        retry_after=TOO_LARGE_RETRY_SECONDS,
+    )
 
 
 def method_not_allowed(method: str) -> ApiError:

@@ -535,7 +535,7 @@ class Handler(BaseHTTPRequestHandler):
             if verb == "watch":
                 self._serve_watch(route, selection, query, tables, include, expire=verdict.expire_watch)
             elif verb == "list":
-                listed = service.list(rd, namespace, selection, limit=max(limit, 0), continue_token=first(query, "continue"))
+                listed = service.list(rd, namespace, selection, limit=max(limit, 0), continue_token=first(query, "continue"), resource_version=first(query, "resourceVersion"))
                 if tables:
                     meta = listed["metadata"]
                     self._send_json(200, table(rd, listed["items"], now=time.time(), resource_version=meta["resourceVersion"], continue_token=meta.get("continue", ""), include_object=include, api_version=f"meta.k8s.io/{tables}"))
@@ -600,9 +600,10 @@ class Handler(BaseHTTPRequestHandler):
                 raise errors.expired(f"too old resource version: {first(query, 'resourceVersion') or 0} (injected by dev-cluster fault)")
             sub = srv.service.watch(rd, route.namespace, selection, first(query, "resourceVersion"), send_initial_events=flag(query, "sendInitialEvents"))
         except ApiError as exc:
-            if exc.code != 410:
+            if exc.code not in (410, 504):
                 raise
-            # The API server reports an expired watch inside a 200 stream, as one ERROR event.
+            # The API server reports an expired watch, or one from a version it did not reach in
+            # time (sendInitialEvents), inside a 200 stream, as one ERROR event.
             self._start_stream()
             self._write_chunk(json.dumps({"type": "ERROR", "object": exc.status()}).encode() + b"\n")
             self._end_stream()
@@ -612,7 +613,7 @@ class Handler(BaseHTTPRequestHandler):
         srv.watch_started()
         start = time.monotonic()
         deadline = start + timeout
-        next_bookmark = start + srv.settings.bookmark_interval
+        next_bookmark = _next_bookmark(start, deadline, srv.settings.bookmark_interval)
         try:
             self._start_stream()
             while not srv.stopping.is_set():
@@ -626,7 +627,7 @@ class Handler(BaseHTTPRequestHandler):
                         break
                     if bookmarks and time.monotonic() >= next_bookmark:
                         srv.service.store.bookmark(sub)
-                        next_bookmark = time.monotonic() + srv.settings.bookmark_interval
+                        next_bookmark = _next_bookmark(time.monotonic(), deadline, srv.settings.bookmark_interval)
                     elif self._client_gone():
                         self.close_connection = True
                         return
@@ -652,6 +653,18 @@ class Handler(BaseHTTPRequestHandler):
         """``timeoutSeconds`` as kube-apiserver takes it: an int64; 0 or absent is the server's default; negative ends at once."""
         seconds = int64(query, "timeoutSeconds") or 0
         return float(seconds) if seconds else self.srv.settings.default_watch_timeout
+
+
+BOOKMARK_BEFORE_DEADLINE: Final = 2.0
+"""kube-apiserver sends a watch's last bookmark this long before its deadline, so a client always
+learns how far a quiet watch got."""
+
+
+def _next_bookmark(now: float, deadline: float, interval: float) -> float:
+    """Every ``interval``, and once :data:`BOOKMARK_BEFORE_DEADLINE` before the deadline (when that
+    is still ahead), as kube-apiserver's watch cache does."""
+    last = deadline - BOOKMARK_BEFORE_DEADLINE
+    return min(now + interval, last) if last > now else now + interval
 
 
 @final

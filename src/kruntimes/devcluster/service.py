@@ -47,6 +47,11 @@ _SUFFIX_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 _SYSTEM_META: Final = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
 _DROPPED_META: Final = ("selfLink", "managedFields")
 _INTERNAL: Final = WriteContext("delete", user_agent="kruntimes-devcluster/lifecycle-controller")
+FRESHNESS_WAIT: Final = 3.0
+"""Seconds a read from a resourceVersion the store has not reached waits for it (kube-apiserver's
+watch cache ``blockTimeout``)."""
+MAX_VERSION_DIGITS: Final = 20
+"""A resourceVersion is a uint64 here as in etcd: longer strings are refused before converting."""
 
 
 @final
@@ -179,9 +184,13 @@ class ObjectService:
             raise errors.not_found(rd.group, rd.plural, name)
         return self._present(rd, obj)
 
-    def list(self, rd: ResourceDef, namespace: str | None, selection: Selection = Selection(), *, limit: int = 0, continue_token: str = "") -> Obj:
+    def list(self, rd: ResourceDef, namespace: str | None, selection: Selection = Selection(), *, limit: int = 0, continue_token: str = "", resource_version: str = "") -> Obj:
         """A ``<Kind>List``. Pages after the first show the current state after the continue key,
-        labelled with the first page's resourceVersion (watching from it misses nothing)."""
+        labelled with the first page's resourceVersion (watching from it misses nothing).
+        ``resource_version`` (a first page's): the list must be at least that new; one the store has
+        not reached within :data:`FRESHNESS_WAIT` is a 504, as kube-apiserver answers."""
+        if resource_version not in ("", "0") and not continue_token:
+            self._wait_fresh(self._version(resource_version))
         objs, rv = self.store.list_objects(rd.resource, namespace if rd.namespaced else None)
         start: tuple[str, str] | None = None
         if continue_token:
@@ -218,12 +227,22 @@ class ObjectService:
         ns = namespace if rd.namespaced else None
         matcher = None if selection == Selection() else selection.matches
         if send_initial_events or resource_version in ("", "0"):
+            if send_initial_events and resource_version not in ("", "0"):
+                self._wait_fresh(self._version(resource_version))
             return self.store.subscribe([rd.resource], namespace=ns, matcher=matcher, initial_events=True, initial_events_end=send_initial_events)
-        try:
-            since = int(resource_version)
-        except ValueError:
-            raise errors.bad_request(f"invalid resource version: {resource_version!r}") from None
-        return self.store.subscribe([rd.resource], namespace=ns, matcher=matcher, since=since)
+        return self.store.subscribe([rd.resource], namespace=ns, matcher=matcher, since=self._version(resource_version))
+
+    @staticmethod
+    def _version(resource_version: str) -> int:
+        if not (0 < len(resource_version) <= MAX_VERSION_DIGITS and resource_version.isascii() and resource_version.isdigit()):
+            raise errors.bad_request(f"invalid resource version: {resource_version[:MAX_VERSION_DIGITS + 1]!r}")
+        return int(resource_version)
+
+    def _wait_fresh(self, resource_version: int) -> None:
+        """Wait for the store to reach ``resource_version`` (kube-apiserver's watch cache waits 3 s), else 504."""
+        current = self.store.wait_for_version(resource_version, FRESHNESS_WAIT)
+        if current < resource_version:
+            raise errors.too_large_resource_version(resource_version, current)
 
     # -- create -------------------------------------------------------------------------
 

@@ -123,9 +123,12 @@ Matcher = Callable[[Obj], bool]
 class Subscription:
     """A watcher's queue. Filled under the store lock, drained by one consumer thread."""
 
-    def __init__(self, resources: frozenset[GroupResource], namespace: str | None, matcher: Matcher | None, limit: int) -> None:
+    def __init__(self, resources: frozenset[GroupResource], namespace: str | None, matcher: Matcher | None, limit: int, after: int = 0) -> None:
         self.resources = resources
         self.namespace = namespace
+        self.after = after
+        """Nothing at or below this version is delivered, bookmarks below it neither (kube-apiserver's
+        watch cache holds a watch from a version it has not reached until it gets there)."""
         self._matcher = matcher
         self._limit = limit
         self._items: deque[Delivery | Bookmark] = deque()
@@ -142,7 +145,7 @@ class Subscription:
         return self._matcher is None or self._matcher(obj)
 
     def _offer(self, event: Event) -> None:
-        if event.resource not in self.resources:
+        if event.resource not in self.resources or event.resource_version <= self.after:
             return
         if event.type == "ADDED":
             seen: EventType | None = "ADDED" if self._visible(event.object) else None
@@ -204,6 +207,8 @@ class Store:
 
     def __init__(self, *, event_window: int = DEFAULT_EVENT_WINDOW, subscriber_limit: int = DEFAULT_SUBSCRIBER_LIMIT, keep_writes: bool = True) -> None:
         self._lock = threading.Lock()
+        self._advanced = threading.Condition(self._lock)
+        """Notified at every commit (``wait_for_version``)."""
         self._objects: dict[GroupResource, dict[ObjectKey, Obj]] = {}
         self._rv = 0
         self._events: deque[Event] = deque()
@@ -219,6 +224,12 @@ class Store:
     @property
     def resource_version(self) -> int:
         with self._lock:
+            return self._rv
+
+    def wait_for_version(self, resource_version: int, timeout: float) -> int:
+        """Wait at most ``timeout`` seconds for the store to reach ``resource_version``; the version now."""
+        with self._advanced:
+            self._advanced.wait_for(lambda: self._rv >= resource_version, timeout)
             return self._rv
 
     def read(self, resource: GroupResource, key: ObjectKey) -> Obj | None:
@@ -278,6 +289,7 @@ class Store:
                 kind = "DELETED"
             event = Event(kind, resource, self._rv, obj, current)
             self._record(event, context, key)
+            self._advanced.notify_all()
             return obj, kind
 
     def _record(self, event: Event, context: WriteContext, key: ObjectKey) -> None:
@@ -309,13 +321,15 @@ class Store:
         """Register a watcher.
 
         ``since``: deliver every change after that version (410 Expired if the
-        window no longer holds them). ``initial_events``: first a synthetic
+        window no longer holds them); a version the store has not reached yet is
+        watched from there on, as kube-apiserver does (nothing is delivered until
+        it is passed). ``initial_events``: first a synthetic
         ADDED for every current object, then every later change; with
         ``initial_events_end`` a bookmark marks where the initial state ends.
         """
         resource_set = frozenset(resources)
         with self._lock:
-            sub = Subscription(resource_set, namespace, matcher, self._subscriber_limit)
+            sub = Subscription(resource_set, namespace, matcher, self._subscriber_limit, after=since or 0)
             if initial_events:
                 for resource in sorted(resource_set):
                     bucket = self._objects.get(resource, {})
@@ -340,9 +354,11 @@ class Store:
             self._subscriptions.discard(sub)
 
     def bookmark(self, sub: Subscription) -> None:
-        """Queue a bookmark at the current version; under the lock, so no earlier event can follow it."""
+        """Queue a bookmark at the current version; under the lock, so no earlier event can follow it.
+        None below the version the watch started from (kube-apiserver sends none before it gets there)."""
         with self._lock:
-            sub._push(Bookmark(self._rv))
+            if self._rv >= sub.after:
+                sub._push(Bookmark(self._rv))
 
     def close_subscriptions(self, predicate: Callable[[Subscription], bool] = lambda _s: True, *, abort: bool = False) -> int:
         with self._lock:
