@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,7 +24,17 @@ from kruntimes.effects.informer import (
     watched_runs,
     watched_workspaces,
 )
-from kruntimes.effects.kube import RUNS, ApiError, ErrorKind, JSONObject, KubeError, WatchEvent, WatchEventType
+from kruntimes.effects.kube import (
+    RUNS,
+    ApiError,
+    ErrorKind,
+    JSONObject,
+    KubeError,
+    WatchEvent,
+    WatchEventType,
+    error_from_status,
+    parse_watch_stream,
+)
 from kruntimes.effects.threads import Supervisor
 from kruntimes.effects.workqueue import ExponentialDelay
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
@@ -541,7 +552,7 @@ def test_a_watch_cut_short_by_a_requested_relist_is_logged_once_at_debug_not_as_
     incomplete = KubeError(ApiError("transport", 0, "", "IncompleteRead(0 bytes read)"))
     h = harness(
         [listing(run_json("a", "1"), rv="5"), listing(run_json("a", "1"), run_json("b", "6"), rv="9")],
-        [[event("ADDED", run_json("b", "6")), incomplete], []],
+        [[event("ADDED", run_json("b", "6")), incomplete], [bookmark("9")]],
         on_event=on_event,
     )
     informer_box.append(h.informer)
@@ -794,3 +805,130 @@ def test_the_listed_hook_runs_after_every_list_the_synced_hook_after_the_first_o
     kube.informer = informer
     informer.run()
     assert calls == ["synced", "listed", "listed"]
+
+
+# --- a server that lost its state ---
+
+
+TOO_LARGE: JSONObject = {
+    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": "Timeout: Too large resource version: 1210, current: 212", "reason": "Timeout",
+    "details": {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1},
+    "code": 504,
+}
+"""kube-apiserver v1.37's answer to a read from a resourceVersion it has not reached, verbatim."""
+
+
+def too_large() -> KubeError:
+    return KubeError(error_from_status(504, TOO_LARGE, "1"))
+
+
+def phase(h: Harness, name: str) -> str | None:
+    run = h.state.get().run(RunKey(NS, name))
+    return None if run is None else run.status.phase
+
+
+def test_a_watch_answered_too_large_resource_version_relists_and_trusts_no_object_it_knew() -> None:
+    # the new server issued resourceVersion 1 again, to another write of "a": same version, other content
+    h = harness(
+        [
+            listing(run_json("a", "1"), run_json("b", "2"), rv="10"),
+            listing(run_json("a", "1", phase="Scheduled"), run_json("c", "2"), rv="3"),
+        ],
+        [[too_large()], [bookmark("3")]],
+    )
+    h.run()
+    assert phase(h, "a") == "Scheduled", "the object at a version seen before was taken from the new list"
+    assert sorted(run.name for run in h.state.get().runs()) == ["a", "c"]
+    assert sorted(kinds(h)[2:]) == [("ADDED", "c"), ("DELETED", "b"), ("MODIFIED", "a")]
+    assert h.kube.watched_from[:2] == ["10", "3"], "watched on from the new server's version"
+    assert h.sleeper.sleeps == [0.8], "the relist waits for no back-off (the only sleep ends the script)"
+    assert h.informer.losses == 1
+
+
+def test_the_informer_tells_on_lost_how_the_server_showed_it_lost_its_state() -> None:
+    lost: list[str] = []
+    clock = FakeClock()
+    sleeper = FakeSleeper(clock)
+    kube = FakeKube(
+        [listing(rv="10"), listing(rv="3"), listing(rv="2"), listing(rv="2")],
+        [[too_large()], [bookmark("1")], [bookmark("2")]],
+        sleeper,
+    )
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, sleep=sleeper, on_lost=lost.append)
+    kube.informer = informer
+    informer.run()
+    assert lost == ["too_large_resource_version", "resource_version_went_back"]
+
+
+def test_a_too_large_resource_version_in_an_error_event_is_recognised_from_the_servers_status() -> None:
+    with pytest.raises(KubeError) as raised:
+        list(parse_watch_stream([json.dumps({"type": "ERROR", "object": TOO_LARGE}).encode() + b"\n"]))
+    assert raised.value.error.too_large_resource_version
+    assert not ApiError("timeout", 504, "Timeout", "Timeout: request did not complete within 60s").too_large_resource_version
+
+
+def test_a_bookmark_older_than_the_newest_version_seen_relists_and_trusts_no_object_it_knew() -> None:
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(run_json("a", "5", phase="Running"), rv="4")],
+        [[bookmark("3")], [bookmark("4")]],
+    )
+    h.run()
+    assert phase(h, "a") == "Running"
+    assert h.kube.watched_from[:2] == ["10", "4"]
+
+
+def test_an_event_older_than_the_newest_version_seen_is_not_applied() -> None:
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(run_json("b", "2"), rv="4")],
+        [[event("ADDED", run_json("ghost", "3"))], [bookmark("4")]],
+    )
+    h.run()
+    assert ("ADDED", "ghost") not in kinds(h)
+    assert sorted(run.name for run in h.state.get().runs()) == ["b"]
+
+
+def test_a_list_older_than_the_newest_version_seen_is_not_applied_and_the_next_list_trusts_nothing() -> None:
+    stale_view = listing(run_json("a", "5", phase="Scheduled"), rv="4")
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), stale_view, listing(run_json("a", "5", phase="Scheduled"), rv="4")],
+        [[error("gone", 410)], [bookmark("4")]],
+    )
+    h.run()
+    assert phase(h, "a") == "Scheduled", "a known version was not taken for the same object"
+    assert len(h.kube.listed) >= 3, "the list that went back was followed by another"
+    assert h.kube.watched_from[:2] == ["10", "4"]
+
+
+def test_a_watch_that_ends_without_an_event_or_a_bookmark_is_followed_by_a_list_that_shows_the_server_went_back() -> None:
+    # kube-apiserver holds a watch from a version it has not reached open and sends nothing, not
+    # even the bookmark it sends before every watch's deadline
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(rv="4"), listing(run_json("c", "3"), rv="4")],
+        [[], [bookmark("4")]],
+    )
+    h.run()
+    assert sorted(run.name for run in h.state.get().runs()) == ["c"]
+    assert h.kube.watched_from[:2] == ["10", "4"]
+
+
+def test_a_quiet_watch_on_a_server_that_kept_its_state_costs_one_list_and_changes_nothing() -> None:
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(run_json("a", "5"), rv="10")],
+        [[], [bookmark("11")]],
+    )
+    h.run()
+    assert kinds(h) == [("ADDED", "a")], "the same list again changes nothing"
+    assert h.kube.watched_from[:2] == ["10", "10"]
+    assert h.informer.losses == 0
+
+
+def test_resource_versions_that_are_not_decimal_numbers_are_never_compared() -> None:
+    huge = "9" * 5000  # past Python's int conversion limit: never converted
+    h = harness(
+        [listing(run_json("a", "x7"), rv="x9"), listing(run_json("a", "x7"), rv="x1")],
+        [[bookmark(huge), event("ADDED", run_json("b", "x8")), bookmark("x1")], [error("gone", 410)], [bookmark("3")]],
+    )
+    h.run()
+    assert sorted(run.name for run in h.state.get().runs()) == ["a"]
+    assert h.informer.losses == 0

@@ -7,8 +7,32 @@ One informer per kind (Runs, Runtime Pods, workspaces), each on its own thread:
 3. when the watch ends (server timeout) watch again from the last version seen;
 4. on ``410 Gone`` relist, and diff the relist against the objects this
    informer knows into ADDED / MODIFIED / DELETED events;
-5. on any other failure back off (exponential, reset after progress; at least
+5. when the server shows it is not the one we listed from (below), relist
+   trusting nothing we knew, and tell ``on_lost``;
+6. on any other failure back off (exponential, reset after progress; at least
    the server's ``Retry-After``) and try again.
+
+A server that lost its state (an etcd restored from a snapshot, a dev cluster
+restarted on the same address) issues resourceVersions we have already seen,
+for other writes. resourceVersions are opaque strings in the API, but
+kube-apiserver's are etcd revisions: decimal and increasing with every write
+of any object (``kube.version_number``; other strings are never compared).
+The informer keeps the newest one it has seen and takes these as *lost*:
+
+- a watch answered "too large resource version" (a 504 ``Timeout`` with the
+  cause ``ResourceVersionTooLarge``, as the response or as an ``ERROR`` event):
+  the server has not reached a version it once gave us;
+- an event, a bookmark or a list older than the newest version seen: a watch
+  only delivers what follows its version, and a list is a consistent read.
+
+Lost, the informer lists again and applies that list without trusting any
+object it knew (``request_relist(fresh=True)`` does the same on request): a
+known object at the same resourceVersion may be another write now, so every
+listed object is decoded and emitted. kube-apiserver answers a plain watch
+from a version it has not reached by holding it open and sending nothing,
+not even the bookmark it sends before a watch's deadline: a watch that ends
+with no event and no bookmark at all is followed by a list (not a watch), and
+that list shows whether the server went back.
 
 Every object is decoded with ``kruntimes.pure.readers.kube``; one that cannot be
 decoded is skipped, counted (``malformed``) and logged, never a crash. Each
@@ -59,7 +83,9 @@ from kruntimes.effects.kube import (
     KubeError,
     ResourceType,
     WatchEvent,
+    version_number,
 )
+from kruntimes.effects.metrics import ServerReset
 from kruntimes.effects.workqueue import ExponentialDelay, Clock
 from kruntimes.effects.threads import SupervisedThread, Supervisor
 from kruntimes.pure.state.cluster import ClusterState, Event, EventType, apply
@@ -71,6 +97,8 @@ log = logging.getLogger(__name__)
 
 Kind: TypeAlias = Literal["runs", "pods", "workspaces"]
 OnEvent: TypeAlias = Callable[[ClusterState, ClusterState, Event], None]
+OnLost: TypeAlias = Callable[[ServerReset], None]
+"""Told, on the informer's thread, that the server is not the one this informer listed from."""
 Sleeper: TypeAlias = Callable[[float], bool]
 """Sleep ``seconds``; return ``True`` when the informer should stop (``threading.Event.wait``)."""
 
@@ -334,10 +362,13 @@ class Informer:
         on_synced: Callable[[], None] | None = None,
         on_listed: Callable[[], None] | None = None,
         supervisor: Supervisor | None = None,
+        on_lost: OnLost | None = None,
     ) -> None:
         self._kube = kube
         self._supervisor = supervisor if supervisor is not None else Supervisor()
         """Counts and logs the objects skipped; hears of the thread's end if it cannot go on."""
+        self._on_lost = on_lost
+        """Called on the informer's thread when the server shows it lost its state (must be quick)."""
         self._on_synced = on_synced
         """Called once, on the informer's thread, right after the first list is applied."""
         self._on_listed = on_listed
@@ -366,6 +397,10 @@ class Informer:
         self._wake = threading.Event()
         self._rewatch_asked = False
         """``rewatch`` interrupted the open watch (guarded by ``_stream_lock``)."""
+        self._fresh_asked = False
+        """The next list trusts nothing this informer knew (guarded by ``_stream_lock``)."""
+        self._newest: int | None = None
+        """The newest numeric resourceVersion seen (list, event or bookmark)."""
         self._emit_lock = threading.RLock()
         """Held while an event or a list is applied, so ``forget_namespace`` cannot interleave."""
         self._listed_generation = -1
@@ -376,6 +411,8 @@ class Informer:
         """Lists after the first (each one follows a ``410 Gone`` or a failed watch)."""
         self.watch_restarts = 0
         """Watches that ended (server timeout, error, ``410 Gone``, a requested relist) and were opened again."""
+        self.losses = 0
+        """Times the server showed it was not the one this informer listed from."""
 
     # --- public ---
 
@@ -411,13 +448,16 @@ class Informer:
         if isinstance(stream, Interruptible):
             stream.interrupt()
 
-    def request_relist(self) -> int:
+    def request_relist(self, *, fresh: bool = False) -> int:
         """Ask for a fresh list now; the ticket is for :meth:`wait_relisted`.
 
         The open watch is interrupted and a back-off sleep ends, so the loop
         lists at once (a list that fails is retried with the usual back-off).
+        ``fresh``: the list trusts nothing this informer knew (the server lost its
+        state): every listed object is decoded and emitted, whatever its version.
         """
         with self._stream_lock:
+            self._fresh_asked = self._fresh_asked or fresh
             self._relist_asked += 1
             ticket = self._relist_asked
             stream = self._stream
@@ -485,6 +525,8 @@ class Informer:
         while not self._stop.is_set():
             if need_list:
                 listed = self._list()
+                if listed == "lost":
+                    continue  # lists again at once, trusting nothing
                 if listed is not None:
                     if self._pause(listed):
                         return
@@ -494,7 +536,7 @@ class Informer:
             if outcome == "stopped":
                 return
             self.watch_restarts += 1
-            if outcome == "gone" or self._relist_wanted():
+            if outcome in ("gone", "lost", "quiet") or self._relist_wanted():
                 need_list = True
                 continue
             if isinstance(outcome, ApiError):
@@ -503,10 +545,12 @@ class Informer:
 
     # --- the steps ---
 
-    def _list(self) -> ApiError | None:
-        """Relist and apply the difference; ``None`` on success."""
+    def _list(self) -> ApiError | Literal["lost"] | None:
+        """Relist and apply the difference; ``None`` on success, ``"lost"`` when the list is older
+        than what this informer has seen (nothing applied: the next list trusts nothing)."""
         with self._stream_lock:
             serving = self._relist_asked
+            fresh, self._fresh_asked = self._fresh_asked, False
         scope = self._watched.scope
         generation = -1 if scope is None else scope.generation  # before the query is read
         params = self._watched.params
@@ -521,7 +565,7 @@ class Informer:
                     log.warning("list %s failed: %s", self.kind, error)
                     return cast(ApiError, error)
                 for raw in body[0]:
-                    obj = self._listed(raw)
+                    obj = self._listed(raw, fresh)
                     if obj is not None:
                         seen[(obj.namespace, obj.name)] = obj
                 version = body[1] or version
@@ -533,15 +577,22 @@ class Informer:
                 log.warning("list %s failed: %s", self.kind, error)
                 return error
             for raw in listed[0]:
-                obj = self._listed(raw)
+                obj = self._listed(raw, fresh)
                 if obj is not None:
                     seen[(obj.namespace, obj.name)] = obj
             version = listed[1]
         if self._synced.is_set():
             self.relists += 1
+        number = version_number(version)
+        if not fresh and self._went_back(number):
+            with self._stream_lock:
+                self._fresh_asked = True
+            self._lose("resource_version_went_back", f"a list at resourceVersion {version}")
+            return "lost"
         with self._emit_lock:
-            self._apply_list(seen)
+            self._apply_list(seen, fresh)
         self._version = version
+        self._newest = number
         self._failures = 0
         self._listed_generation = generation
         first = not self._synced.is_set()
@@ -555,14 +606,15 @@ class Informer:
             self._relisted.notify_all()
         return None
 
-    def _apply_list(self, seen: Mapping[tuple[str, str], Object]) -> None:
-        """The difference between a list and what this informer applied, as events."""
+    def _apply_list(self, seen: Mapping[tuple[str, str], Object], fresh: bool = False) -> None:
+        """The difference between a list and what this informer applied, as events; ``fresh``:
+        every listed object it knew is emitted again, whatever its version."""
         for (namespace, name), obj in seen.items():
             known = self._known.get(namespace)
             before = None if known is None else known.get(name)
             if before is None:
                 self._emit("ADDED", obj)
-            elif before.resource_version != obj.resource_version:
+            elif fresh or before.resource_version != obj.resource_version:
                 self._emit("MODIFIED", obj)
         gone = [
             obj
@@ -573,7 +625,7 @@ class Informer:
         for obj in gone:
             self._emit("DELETED", obj)
 
-    def _watch(self) -> Literal["stopped", "gone", "ended"] | ApiError:
+    def _watch(self) -> Literal["stopped", "gone", "lost", "quiet", "ended"] | ApiError:
         started = self._clock()
         events = 0
         try:
@@ -596,6 +648,9 @@ class Informer:
             for event in stream:
                 events += 1
                 self._failures = 0
+                if self._went_back(version_number(event.resource_version)):
+                    self._lose("resource_version_went_back", f"a {event.type} at resourceVersion {event.resource_version}")
+                    return "lost"
                 self._handle(event)
                 if self._stop.is_set():
                     return "stopped"
@@ -612,6 +667,9 @@ class Informer:
             if problem.error.kind == "gone":
                 log.info("watch %s: resourceVersion %s expired; relisting", self.kind, self._version)
                 return "gone"
+            if problem.error.too_large_resource_version:
+                self._lose("too_large_resource_version", problem.error.message)
+                return "lost"
             log.warning("watch %s failed: %s", self.kind, problem.error)
             return problem.error
         finally:
@@ -621,7 +679,35 @@ class Informer:
             return "ended"  # interrupted on purpose, however soon
         if events == 0 and self._clock() - started < MIN_WATCH_SECONDS:
             return ApiError("bad_response", 200, "", "watch ended at once without events")
+        if events == 0:
+            log.info("watch %s from resourceVersion %s ended without an event or a bookmark; listing", self.kind, self._version)
+            return "quiet"
         return "ended"
+
+    def _went_back(self, number: int | None) -> bool:
+        """``number`` is older than the newest version seen; otherwise it is now the newest."""
+        if number is None:
+            return False
+        newest = self._newest
+        if newest is not None and number < newest:
+            return True
+        self._newest = number
+        return False
+
+    def _lose(self, reason: ServerReset, what: str) -> None:
+        """The server is not the one this informer listed from: the next list trusts nothing."""
+        self.losses += 1
+        with self._stream_lock:
+            self._fresh_asked = True
+        log.warning(
+            "the API server lost its state: %s %s (newest seen %s); relisting %s from scratch",
+            self.kind, what, self._newest, self.kind, extra={"reason": reason},
+        )
+        if self._on_lost is not None:
+            try:
+                self._on_lost(reason)
+            except Exception:  # the callback's bug must not stop this informer's recovery
+                log.exception("on_lost callback failed for %s", self.kind)
 
     def _wakeable_sleep(self, seconds: float) -> bool:
         """The default sleeper: ends early on ``stop()`` or ``request_relist()``."""
@@ -654,10 +740,11 @@ class Informer:
         else:
             self._emit(event.type, obj)
 
-    def _listed(self, raw: object) -> Object | None:
+    def _listed(self, raw: object, fresh: bool = False) -> Object | None:
         """A listed object: the one already applied when its resourceVersion is the same (a relist,
-        a new leader's fresh read, a sharded take, decodes only what changed), else decoded."""
-        if isinstance(raw, dict):
+        a new leader's fresh read, a sharded take, decodes only what changed), else decoded;
+        ``fresh``: always decoded."""
+        if isinstance(raw, dict) and not fresh:
             meta = raw.get("metadata")
             if isinstance(meta, dict):
                 namespace, name = meta.get("namespace"), meta.get("name")

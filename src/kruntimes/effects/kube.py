@@ -78,6 +78,17 @@ class ApiError:
     message: str
     retry_after: float | None = None
     """Seconds the server asked us to wait (``Retry-After`` header or ``details.retryAfterSeconds``)."""
+    causes: tuple[str, ...] = ()
+    """The ``reason`` of each of ``details.causes`` (``ResourceVersionTooLarge``, ``FieldValueInvalid``...)."""
+
+    @property
+    def too_large_resource_version(self) -> bool:
+        """The server has not reached the resourceVersion we asked for (kube-apiserver's 504
+        ``Timeout`` with the cause ``ResourceVersionTooLarge``; servers from before the cause
+        existed say so only in the message)."""
+        return self.kind == "timeout" and (
+            "ResourceVersionTooLarge" in self.causes or "Too large resource version" in self.message
+        )
 
     @property
     def retriable(self) -> bool:
@@ -138,6 +149,7 @@ def error_from_status(status: int, body: object, retry_after_header: str | None 
     """Build an ``ApiError`` from an HTTP status and a (possibly absent) ``metav1.Status`` body."""
     reason = ""
     message = ""
+    causes: tuple[str, ...] = ()
     retry_after = _parse_seconds(retry_after_header) if retry_after_header is not None else None
     if isinstance(body, Mapping):
         raw_reason = body.get("reason")
@@ -148,15 +160,29 @@ def error_from_status(status: int, body: object, retry_after_header: str | None 
         if status == 0 and isinstance(code, int) and not isinstance(code, bool):
             status = code  # a watch ERROR event carries its code in the body
         details = body.get("details")
-        if retry_after is None and isinstance(details, Mapping):
-            retry_after = _parse_seconds(details.get("retryAfterSeconds"))
+        if isinstance(details, Mapping):
+            if retry_after is None:
+                retry_after = _parse_seconds(details.get("retryAfterSeconds"))
+            causes = _cause_reasons(details.get("causes"))
     return ApiError(
         kind=_kind_for(status, reason),
         status=status,
         reason=reason,
         message=message or f"HTTP {status}",
         retry_after=retry_after,
+        causes=causes,
     )
+
+
+MAX_CAUSES: Final = 16
+"""Causes kept of one Status: enough to recognise one, bounded against a hostile answer."""
+
+
+def _cause_reasons(raw: object) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        return ()
+    reasons = (cause.get("reason") for cause in raw[:MAX_CAUSES] if isinstance(cause, Mapping))
+    return tuple(reason for reason in reasons if isinstance(reason, str))
 
 
 def transport_error(problem: BaseException) -> ApiError:
@@ -220,6 +246,24 @@ def resource_version_of(obj: Mapping[str, object]) -> str:
         if isinstance(value, str):
             return value
     return ""
+
+
+MAX_VERSION_DIGITS: Final = 20
+"""The digits of the largest uint64 (etcd's revisions are int64)."""
+
+
+def version_number(resource_version: str) -> int | None:
+    """A resourceVersion as a number, when it is one; ``None`` otherwise.
+
+    The API treats resourceVersions as opaque strings, but kube-apiserver's are etcd revisions:
+    decimal, cluster-wide, and increasing with every write of any object. Only such values are
+    compared (a server that uses other strings is never judged to go back); the length is checked
+    before converting, so a hostile value costs nothing."""
+    if not 0 < len(resource_version) <= MAX_VERSION_DIGITS:
+        return None
+    if not (resource_version.isascii() and resource_version.isdigit()):
+        return None
+    return int(resource_version)
 
 
 def _split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:

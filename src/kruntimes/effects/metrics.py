@@ -72,6 +72,9 @@ CodeClass: TypeAlias = Literal["2xx", "3xx", "4xx", "5xx", "none", "other"]
 """An API answer's status class; ``none`` when no HTTP answer arrived."""
 EventWriteResult: TypeAlias = Literal["written", "failed", "dropped", "fenced"]
 InformerKind: TypeAlias = Literal["runs", "pods", "workspaces"]
+ServerReset: TypeAlias = Literal["too_large_resource_version", "resource_version_went_back", "lease_recreated", "lease_replaced"]
+"""How the API server showed it lost its state: it has not reached a resourceVersion it gave us
+(504); it answered with one older than one seen; our Lease was gone, or has another UID."""
 QUEUE_NAME: Final = "runs"
 """The ``name`` label of the ``workqueue_*`` families (client-go's convention: one value per queue)."""
 
@@ -251,6 +254,13 @@ class SchedulerMetrics:
             registry=r,
         )
         self._handoff_series: Mapping[str, Counter] = {k: self._handoffs.labels(kind=k) for k in get_args(ShardHandoff)}
+        self._resets = Counter(
+            "kruntimes_scheduler_server_resets_total",
+            "Times the API server showed it lost its state (every cache relisted, the ledger rebuilt), by how.",
+            ["reason"],
+            registry=r,
+        )
+        self._reset_series: Mapping[str, Counter] = {k: self._resets.labels(reason=k) for k in get_args(ServerReset)}
         for result in get_args(SyncResult):
             self._sync.labels(result=result)
         self._rejection_series: Mapping[tuple[str, str], Counter] = {
@@ -401,6 +411,9 @@ class SchedulerMetrics:
 
     def count_handoff(self, kind: ShardHandoff) -> None:
         self._handoff_series[kind].inc()
+
+    def count_server_reset(self, reason: ServerReset) -> None:
+        self._reset_series[reason].inc()
 
     def watch_shard(self, shard: ShardView | None) -> None:
         """Sharded mode's membership the shard gauges read (``None``: not sharded, all 0)."""
