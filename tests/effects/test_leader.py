@@ -28,6 +28,16 @@ class FakeLeases:
     pinned: JSONObject | None = None
     """When set, every read returns this copy (to stage two candidates reading one version)."""
     writes: list[JSONObject] = field(default_factory=list)
+    created: int = 0
+    """Leases created so far: the next one's UID is ``uid-<created>``."""
+
+    def lose_state(self) -> None:
+        """A new server on the same address: no Lease, versions from the start."""
+        self.lease, self.version = None, 0
+
+    def restore(self, lease: JSONObject, version: int) -> None:
+        """etcd back at an earlier revision: that Lease, and versions counted on from there."""
+        self.lease, self.version = copy.deepcopy(lease), version
 
     def _unavailable(self) -> Result[JSONObject, ApiError]:
         return Failure(ApiError("transport", 0, "", "connection refused"))
@@ -66,6 +76,9 @@ class FakeLeases:
         raw = body.get("metadata")
         metadata: dict[str, object] = dict(raw) if isinstance(raw, Mapping) else {}
         metadata["resourceVersion"] = str(self.version)
+        if "uid" not in metadata:
+            self.created += 1
+            metadata["uid"] = f"uid-{self.created}"
         body["metadata"] = metadata
         self.lease = copy.deepcopy(body)
         self.writes.append(copy.deepcopy(body))
@@ -89,10 +102,13 @@ class Wall:
 class Candidate:
     elector: LeaderElector
     events: list[str]
+    resets: list[str] = field(default_factory=list)
+    """What ``on_server_reset`` was told."""
 
 
 def candidate(leases: FakeLeases, clock: FakeClock, identity: str, sleeper: Sleeper | None = None) -> Candidate:
     events: list[str] = []
+    resets: list[str] = []
     config = LeaderElectionConfig(namespace="sched", identity=identity)
     elector = LeaderElector(
         leases,
@@ -102,8 +118,9 @@ def candidate(leases: FakeLeases, clock: FakeClock, identity: str, sleeper: Slee
         clock=clock,
         now=Wall(clock),
         sleep=sleeper,
+        on_server_reset=resets.append,
     )
-    return Candidate(elector, events)
+    return Candidate(elector, events, resets)
 
 
 def test_the_first_candidate_creates_the_lease_and_leads() -> None:
@@ -376,3 +393,55 @@ def test_releasing_the_lease_closes_the_gate() -> None:
     a = elected(leases, clock, "a")
     assert a.release()
     assert not a.may_write()
+
+
+# --- the Lease shows a server that lost its state ---
+
+
+def test_a_leader_that_finds_its_lease_gone_creates_it_anew_and_reports_a_server_that_lost_its_state() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = candidate(leases, clock, "a")
+    for _ in range(3):
+        assert a.elector.try_acquire_or_renew() == "leading"
+        clock.advance(2)
+    assert a.resets == [], "creating the first Lease and renewing it is no loss"
+    leases.lose_state()  # the API server restarted without its data, on the same address
+    assert a.elector.try_acquire_or_renew() == "leading"
+    assert a.resets == ["lease_recreated"]
+    clock.advance(2)
+    assert a.elector.try_acquire_or_renew() == "leading"
+    assert a.resets == ["lease_recreated"], "the new Lease is the one from now on"
+
+
+def test_a_lease_back_at_an_older_version_is_reported_by_the_leader_and_the_standby() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    assert a.elector.try_acquire_or_renew() == "leading"
+    snapshot, at_version = copy.deepcopy(leases.lease), leases.version
+    assert snapshot is not None
+    for _ in range(4):
+        clock.advance(2)
+        assert a.elector.try_acquire_or_renew() == "leading"
+        assert b.elector.try_acquire_or_renew() == "held_by_other"
+    leases.restore(snapshot, at_version)  # etcd restored from a snapshot taken before those renewals
+    clock.advance(2)
+    assert a.elector.try_acquire_or_renew() == "leading"
+    assert b.elector.try_acquire_or_renew() == "held_by_other"
+    assert (a.resets, b.resets) == (["resource_version_went_back"], ["resource_version_went_back"])
+    clock.advance(2)
+    assert a.elector.try_acquire_or_renew() == "leading"
+    assert b.elector.try_acquire_or_renew() == "held_by_other"
+    assert (a.resets, b.resets) == (["resource_version_went_back"], ["resource_version_went_back"])
+
+
+def test_a_lease_recreated_with_another_uid_is_reported() -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a, b = candidate(leases, clock, "a"), candidate(leases, clock, "b")
+    assert a.elector.try_acquire_or_renew() == "leading"
+    assert b.elector.try_acquire_or_renew() == "held_by_other"
+    leases.lease = None  # deleted; b's stand-in creates a new one at once
+    clock.advance(20)
+    assert b.elector.try_acquire_or_renew() == "leading"
+    assert b.resets == ["lease_recreated"]
+    assert a.elector.try_acquire_or_renew() == "held_by_other"
+    assert a.resets == ["lease_replaced"]

@@ -22,6 +22,15 @@ renew_deadline`` (``renew_deadline < lease_duration``) nobody can have taken
 the Lease yet, whatever our own threads believe. A process paused past that
 point (SIGSTOP, a long GC, a stalled renewal) finds the gate closed the moment
 it runs again, before its elector thread even notices it lost.
+
+The Lease is also how a candidate notices that the API server lost its state (an
+etcd restored from a snapshot, a dev cluster restarted on the same address), every
+retry period, leader or standby: ``on_server_reset`` is told when the Lease it last
+saw is gone (404) and this candidate creates it anew, when it comes back with
+another UID (deleted and recreated), or at a resourceVersion older than one seen
+before (kube-apiserver's resourceVersions are etcd revisions, increasing with every
+write of any object: ``kube.version_number``). Deleting the Lease by hand reads the
+same; what follows (a relist) is harmless.
 """
 
 from __future__ import annotations
@@ -39,7 +48,8 @@ from typing import Final, Literal, Protocol, TypeAlias
 from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
+from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of, version_number
+from kruntimes.effects.metrics import ServerReset
 from kruntimes.effects.workqueue import Clock
 
 log = logging.getLogger(__name__)
@@ -172,6 +182,7 @@ class LeaderElector:
         clock: Clock = time.monotonic,
         now: WallClock = utcnow,
         sleep: Sleeper | None = None,
+        on_server_reset: Callable[[ServerReset], None] | None = None,
     ) -> None:
         problems = config.problems()
         if problems:
@@ -191,6 +202,12 @@ class LeaderElector:
         self._leading = False
         self._renew_started: float | None = None
         """Monotonic instant at which the last successful acquire or renew *began* (``None``: not held)."""
+        self._on_server_reset = on_server_reset
+        """Told on this elector's thread that the Lease shows a server that lost its state (must be quick)."""
+        self._lease_uid = ""
+        """The UID of the Lease last read or written ("" before any)."""
+        self._lease_version: int | None = None
+        """The newest numeric resourceVersion of the Lease seen."""
 
     # --- public ---
 
@@ -272,10 +289,13 @@ class LeaderElector:
             if stored is None:
                 log.info("creating lease %s failed: %s", self._path, created.failure())
                 return "error"
+            if self._lease_uid:
+                self._server_reset("lease_recreated", "the lease was gone; created it anew")
             self._remember(stored, record, tick)
             self._renew_started = tick
             return "leading"
 
+        self._check_identity(lease)
         old = LeaseRecord.of(lease)
         if old != self._observed:
             self._observed, self._observed_at = old, tick
@@ -332,7 +352,36 @@ class LeaderElector:
         except Exception:
             log.exception("on_stopped_leading failed")
 
+    def _check_identity(self, lease: Mapping[str, object]) -> None:
+        """Tell ``on_server_reset`` when ``lease`` is not the one last seen, or older than it."""
+        uid = _uid(lease)
+        number = version_number(resource_version_of(lease))
+        if self._lease_uid and uid and uid != self._lease_uid:
+            self._server_reset("lease_replaced", "the lease has another UID")
+        elif number is not None and self._lease_version is not None and number < self._lease_version:
+            self._server_reset("resource_version_went_back", f"the lease is at resourceVersion {number}")
+        self._note(lease)
+
+    def _server_reset(self, reason: ServerReset, what: str) -> None:
+        log.warning("the API server lost its state: %s (lease %s)", what, self._path, extra={"reason": reason})
+        self._lease_version = None  # the new server's versions start over
+        if self._on_server_reset is not None:
+            try:
+                self._on_server_reset(reason)
+            except Exception:  # the callback's bug must not stop the elector
+                log.exception("on_server_reset failed")
+
+    def _note(self, lease: Mapping[str, object]) -> None:
+        """The Lease's UID and the newest of its versions, for :meth:`_check_identity`."""
+        uid = _uid(lease)
+        if uid:
+            self._lease_uid = uid
+        number = version_number(resource_version_of(lease))
+        if number is not None:
+            self._lease_version = number if self._lease_version is None else max(self._lease_version, number)
+
     def _remember(self, stored: JSONObject, record: LeaseRecord, tick: float) -> None:
+        self._note(stored)
         self._lease = stored
         self._observed = LeaseRecord.of(stored) if stored.get("spec") is not None else record
         self._observed_at = tick
@@ -355,3 +404,12 @@ class LeaderElector:
         if not resource_version_of(body):
             log.debug("lease %s has no resourceVersion; the update is unguarded", self._path)
         return body
+
+
+def _uid(obj: Mapping[str, object]) -> str:
+    metadata = obj.get("metadata")
+    if isinstance(metadata, Mapping):
+        uid = metadata.get("uid")
+        if isinstance(uid, str):
+            return uid
+    return ""
