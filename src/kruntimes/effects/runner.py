@@ -31,6 +31,16 @@ Event) and counted; a thread that cannot continue closes the write gate at once 
 probes, and ``failure`` names it: ``kruntimes scheduler`` then stops (releasing what it holds) and
 exits non-zero, so the kubelet restarts it.
 
+A server that lost its state (an informer sees a resourceVersion go back or a
+"too large resource version" answer; the elector finds its Lease gone, replaced
+or older: ``informer.py``, ``leader.py``) starts everything over from a fresh
+read, as a new leader does: the term ends (its workers stop, so nothing more is
+written from the old cache), every informer relists trusting nothing it knew,
+and a new term opens on those lists with an empty ledger. A standby only
+relists. In sharded mode writes are closed, the cycles in flight finish, every
+informer relists, the ledger is emptied, every Pending Run is activated again,
+and writes reopen.
+
 Sharded mode (``shard_group``, ``--shard-by-namespace``): no election; every replica runs
 its workers from the start and ``effects.sharding.ShardMember`` decides which namespaces it
 owns. This class is that member's ``NamespaceHost``: a namespace taken gets its own three
@@ -52,7 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, TypeAlias
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
@@ -71,6 +81,7 @@ from kruntimes.effects.metrics import (
     MetricsServer,
     Probes,
     SchedulerMetrics,
+    ServerReset,
     serve,
 )
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
@@ -89,6 +100,9 @@ from kruntimes.pure.queueing import FIFO, QueueOrder
 log = logging.getLogger(__name__)
 
 DISABLED: Final = "0"
+
+Tickets: TypeAlias = list[tuple[Informer, int]]
+"""Relists asked for: each informer with the ticket ``Informer.wait_relisted`` takes."""
 
 SWEEP_INTERVAL: Final = 1.0
 """Seconds between two looks of the safety net at the parked Runs."""
@@ -345,6 +359,14 @@ class Scheduler:
         """What the round's calls ask of them at ``settle`` (guarded by ``_lock``)."""
         self._in_flight: dict[str, int] = {}
         """Sharded mode: cycles running now, by namespace (a namespace is let go when it has none)."""
+        self._resets_asked = 0
+        """Times the server was seen to lose its state (guarded by ``_lock``)."""
+        self._resets_served = 0
+        """The newest of those that a reset's fresh relists follow."""
+        self._resetting = False
+        """A reset thread runs (guarded by ``_lock``)."""
+        self._writes_closed = False
+        """Sharded mode: a reset holds every namespace's writes."""
         election = options.leader_election
         if options.shard_group is not None and election is not None:
             self._shard = ShardMember(
@@ -406,7 +428,7 @@ class Scheduler:
         return tuple(
             Informer(self._kube, watched(namespace, scope), self.state, self._on_event,
                      watch_timeout=self._options.watch_timeout, on_listed=self._synced_one,
-                     supervisor=self._supervisor)
+                     supervisor=self._supervisor, on_lost=self._server_lost)
             for watched in (watched_runs, watched_pods, watched_workspaces)
         )
 
@@ -621,7 +643,9 @@ class Scheduler:
         )
         self._supervisor.thread(partial(self._report_standby, election.retry_period), "standby").start()
         while not self._stopping.is_set():
-            elector = LeaderElector(self._kube, config, self._start_leading, self._lost_leadership)
+            elector = LeaderElector(
+                self._kube, config, self._start_leading, self._lost_leadership, on_server_reset=self._server_lost
+            )
             with self._lock:
                 if self._stopping.is_set():
                     return
@@ -635,23 +659,96 @@ class Scheduler:
         election = self._options.leader_election
         self._stop_leading(graceful=False, timeout=election.renew_deadline if election is not None else 10.0)
 
-    def _start_leading(self) -> None:
+    def _start_leading(self, relisted: Tickets | None = None) -> None:
+        """Open a term; ``relisted``: the relists it waits for (a reset asked for them), where a
+        takeover would ask for its own."""
         with self._lock:
             if self._stopping.is_set() or self._leading:
                 return
+            elector = self._elector
+            if relisted is not None and elector is not None and not elector.is_leader():
+                return  # the Lease was lost during a reset: a standby now
             self.ledger.reset(EMPTY_LEDGER)  # SPEC §6 failover: rebuild from persisted assignments only
             self._terms += 1
             self._leading = True
             term = self._terms
-        if self._options.leader_election is None or self._shard is not None:
+        if self._shard is not None or (self._options.leader_election is None and relisted is None):
             # the caches have just synced and nobody led before us; or, sharded, each namespace
             # is opened on its own once its informers listed it (open_namespace)
             self._open_term(term)
             return
         # called on the elector's thread, which must go back to renewing at once
-        self._supervisor.thread(partial(self._take_over, term), f"takeover-{term}").start()
+        self._supervisor.thread(partial(self._take_over, term, relisted), f"takeover-{term}").start()
 
-    def _take_over(self, term: int) -> None:
+    # --- a server that lost its state ---
+
+    def _server_lost(self, reason: ServerReset) -> None:
+        """An informer or the elector saw the API server lose its state: start over from a fresh
+        read. Called on their threads: returns at once, the reset runs on its own thread."""
+        self._metrics.count_server_reset(reason)
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            self._resets_asked += 1
+            if self._resetting:
+                return  # that thread resets once more if its relists were asked before this
+            self._resetting = True
+        log.warning("the API server lost its state; relisting every cache and rebuilding the ledger",
+                    extra={"reason": reason})
+        self._supervisor.thread(self._reset_loop, "server-reset").start()
+
+    def _reset_loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._stopping.is_set() or self._resets_served >= self._resets_asked:
+                    self._resetting = False
+                    return
+            if self._shard is not None:
+                self._reset_shards()
+            else:
+                self._reset_term()
+
+    def _fresh_relists(self) -> Tickets:
+        """Every informer relists trusting nothing it knew; the resets seen so far are served."""
+        with self._lock:
+            self._resets_served = self._resets_asked
+        return [(informer, informer.request_relist(fresh=True)) for informer in self._informers]
+
+    def _reset_term(self) -> None:
+        """One leader: end the term (its workers stop, writes stop with them), relist, open a new
+        term on the fresh lists with an empty ledger; a standby relists only."""
+        with self._lock:
+            leading = self._leading
+        if not leading:
+            self._fresh_relists()
+            return
+        election = self._options.leader_election
+        self._stop_leading(graceful=False, timeout=election.renew_deadline if election is not None else 10.0)
+        self._start_leading(self._fresh_relists())
+
+    def _reset_shards(self) -> None:
+        """Sharded: close every namespace's writes, let the cycles in flight finish, relist, empty
+        the ledger, activate every Pending Run again, reopen writes."""
+        with self._lock:
+            self._writes_closed = True
+        try:
+            deadline = time.monotonic() + 10.0
+            while self._in_flight and time.monotonic() < deadline and not self._stopping.wait(0.05):
+                pass
+            for informer, ticket in self._fresh_relists():
+                while not informer.wait_relisted(ticket, 0.2):
+                    if self._stopping.is_set():
+                        return
+            self.ledger.reset(EMPTY_LEDGER)
+            queue = self._queue
+            if queue is not None:
+                pending = queue.activate_pending()
+                log.info("caches refreshed after the server lost its state", extra={"pending": pending})
+        finally:
+            with self._lock:
+                self._writes_closed = False
+
+    def _take_over(self, term: int, relisted: Tickets | None = None) -> None:
         """Plan nothing until every cache is at least as new as this term.
 
         A standby's watch may be behind the previous leader's last binds (a
@@ -662,7 +759,7 @@ class Scheduler:
         """
         started = time.monotonic()
         warned = False
-        tickets = [(informer, informer.request_relist()) for informer in self._informers]
+        tickets = relisted if relisted is not None else [(informer, informer.request_relist()) for informer in self._informers]
         for informer, ticket in tickets:
             while not informer.wait_relisted(ticket, 0.2):
                 if not self._term_open(term):
@@ -738,7 +835,7 @@ class Scheduler:
             return False
         shard = self._shard
         if shard is not None:
-            return self._leading and shard.may_write(namespace)
+            return self._leading and not self._writes_closed and shard.may_write(namespace)
         return self._may_write_any()
 
     def _may_write_any(self) -> bool:

@@ -1,0 +1,175 @@
+"""An API server that lost its state under a running scheduler: the scheduler relists and schedules on.
+
+The server is a parameter (:class:`LosableServer`): the dev cluster stopped and started afresh on
+the same port (the kubeconfig's token still works: both take the same one) is the one here.
+Whatever the server, a Run bound before the loss is a ghost afterwards: the new server never heard
+of it, but a scheduler that kept its cache counts it on the pod, so a Run created afterwards waits
+forever for a pod of the same name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import secrets
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from kruntimes.commands import replay
+from kruntimes.devcluster import DevCluster
+from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions
+
+from .helpers import NS, TEST_AGENT, assigned, create_run, make_pod, wait_until
+
+BIND_TIMEOUT = 60.0
+"""Generous: a loaded machine; the scheduler needs a watch timeout, a relist and a cycle."""
+
+
+class LosableServer(Protocol):
+    """An API server a test can take the state from while its address and credentials stay."""
+
+    @property
+    def namespace(self) -> str:
+        """Where the test's pods and Runs go (it exists from ``start`` on, and after a loss)."""
+        ...
+
+    def start(self) -> None:
+        """Serve: the kruntimes CRDs installed, :attr:`namespace` there; what a loss goes back to."""
+        ...
+
+    def kubeconfig(self, directory: Path) -> Path:
+        """Credentials for the scheduler and the test's own writes, valid before and after a loss."""
+        ...
+
+    def restart_with_lost_state(self) -> None:
+        """Back to the state ``start`` left, on the same address, with resourceVersions below
+        those issued since (a new store, an etcd restored from a snapshot)."""
+        ...
+
+    def stop(self) -> None: ...
+
+
+class RestartedDevCluster:
+    """A dev cluster on a fixed port; a loss is a fresh one on that port with the same token."""
+
+    namespace = NS
+
+    def __init__(self) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self._port = int(probe.getsockname()[1])
+        self._token = secrets.token_urlsafe(16)
+        self._cluster: DevCluster | None = None
+
+    def start(self) -> None:
+        # bookmarks every second, as kube-apiserver sends them at least every minute: a watch
+        # that gets none is a watch the server holds from a version it has not reached
+        self._cluster = DevCluster.start(port=self._port, token=self._token, simulator=None, bookmark_interval=1.0)
+
+    def kubeconfig(self, directory: Path) -> Path:
+        assert self._cluster is not None
+        return self._cluster.kubeconfig_path(directory)
+
+    def restart_with_lost_state(self) -> None:
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.stop()
+
+
+@pytest.fixture(params=["dev-cluster"])
+def server(request: pytest.FixtureRequest) -> Iterator[LosableServer]:
+    assert request.param == "dev-cluster"
+    losable = RestartedDevCluster()
+    losable.start()
+    yield losable
+    losable.stop()
+
+
+def client(server: LosableServer, directory: Path, agent: str) -> Kube:
+    """A new client each time: the connections of one from before the loss are dead."""
+    loaded = load_configuration(str(server.kubeconfig(directory))).unwrap()
+    return Kube(loaded.configuration, request_timeout=10, user_agent=agent)
+
+
+def scheduler_on(server: LosableServer, directory: Path, **overrides: Any) -> Scheduler:
+    options = SchedulerOptions(
+        identity="restarted",
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="0",
+        heartbeat_stale_after=timedelta(seconds=600),  # the pods' heartbeats never age out here
+        cycle_log=directory / "cycles.jsonl",
+    )
+    options = dataclasses.replace(options, **overrides)
+    scheduler = Scheduler(client(server, directory, "kruntimes-scheduler/restarted"), options)
+    scheduler.start()
+    assert scheduler.wait_leading(30), "the scheduler did not start leading"
+    return scheduler
+
+
+def bind_one_then_lose_the_state(server: LosableServer, scheduler: Scheduler, directory: Path) -> None:
+    """A one-slot pod, filled by a Run; then the server loses everything."""
+    before = client(server, directory, TEST_AGENT)
+    make_pod(before, "pod", "python", capacity={"runs": "1"}, namespace=server.namespace)
+    create_run(before, "before", "python", namespace=server.namespace)
+    wait_until(lambda: assigned(before, "before", server.namespace), timeout=BIND_TIMEOUT, what="the first Run to bind")
+    before.close()
+    server.restart_with_lost_state()
+
+
+def a_new_run_binds_to_the_new_pod(server: LosableServer, directory: Path) -> None:
+    after = client(server, directory, TEST_AGENT)
+    try:
+        make_pod(after, "pod", "python", capacity={"runs": "1"}, namespace=server.namespace)
+        create_run(after, "after", "python", namespace=server.namespace)
+        bound = wait_until(
+            lambda: assigned(after, "after", server.namespace), timeout=BIND_TIMEOUT,
+            what="the Run created after the loss to bind (the ghost of the first one holds the pod)",
+        )
+        assert bound == "pod"
+    finally:
+        after.close()
+
+
+def stop_and_replay(scheduler: Scheduler) -> None:
+    assert scheduler.stop(timeout=10)
+    log = scheduler.options.cycle_log
+    assert log is not None
+    assert replay.run(argparse.Namespace(file=str(log))) == 0, "the cycle log does not replay identically"
+
+
+def test_a_scheduler_whose_server_lost_its_state_relists_and_binds_new_runs(server: LosableServer, tmp_path: Path) -> None:
+    # a short watch timeout: a watch the new server holds silent ends soon, and the list after it
+    # shows resourceVersions gone back
+    scheduler = scheduler_on(server, tmp_path, watch_timeout=5)
+    try:
+        bind_one_then_lose_the_state(server, scheduler, tmp_path)
+        a_new_run_binds_to_the_new_pod(server, tmp_path)
+        assert (scheduler.metrics.value("kruntimes_scheduler_server_resets_total", {"reason": "resource_version_went_back"}) or 0) >= 1
+    finally:
+        stop_and_replay(scheduler)
+
+
+def test_a_leader_that_recreates_its_lease_after_a_quick_restart_relists_and_binds_new_runs(
+    server: LosableServer, tmp_path: Path
+) -> None:
+    # the restart is shorter than the renew deadline, so the leader keeps leading: its next renewal
+    # finds the Lease gone and creates it. The watch timeout is long, so nothing else shows the loss.
+    election = LeaderElectionOptions(namespace=server.namespace, lease_duration=15.0, renew_deadline=10.0, retry_period=0.5)
+    scheduler = scheduler_on(server, tmp_path, leader_election=election, watch_timeout=300)
+    try:
+        bind_one_then_lose_the_state(server, scheduler, tmp_path)
+        a_new_run_binds_to_the_new_pod(server, tmp_path)
+        assert scheduler.metrics.value("kruntimes_scheduler_server_resets_total", {"reason": "lease_recreated"}) == 1
+        assert scheduler.is_leader()
+    finally:
+        stop_and_replay(scheduler)
