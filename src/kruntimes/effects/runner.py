@@ -739,6 +739,8 @@ class Scheduler:
                 while not informer.wait_relisted(ticket, 0.2):
                     if self._stopping.is_set():
                         return
+                    if informer.join(0):
+                        break  # its namespace was let go meanwhile: nothing of it to wait for
             self.ledger.reset(EMPTY_LEDGER)
             queue = self._queue
             if queue is not None:
