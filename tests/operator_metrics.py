@@ -39,6 +39,9 @@ OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
         "thread": frozenset({"informer-runs", "informer-pods", "informer-workspaces", "worker", "event-recorder", "control"}),
         "stage": frozenset({"decode", "apply", "notify", "cycle", "write", "round"}),
     },
+    "kruntimes_scheduler_server_resets_total": {
+        "reason": frozenset({"too_large_resource_version", "resource_version_went_back", "lease_recreated", "lease_replaced"})
+    },
     "kruntimes_build_info": {"version": frozenset({package_version()})},
 }
 """Sample name (a histogram's base name) -> label -> its allowed values."""
