@@ -900,9 +900,9 @@ def test_a_list_older_than_the_newest_version_seen_is_not_applied_and_the_next_l
     assert h.kube.watched_from[:2] == ["10", "4"]
 
 
-def test_a_watch_that_ends_without_an_event_or_a_bookmark_is_followed_by_a_list_that_shows_the_server_went_back() -> None:
-    # kube-apiserver holds a watch from a version it has not reached open and sends nothing, not
-    # even the bookmark it sends before every watch's deadline
+def test_a_watch_that_ends_without_an_event_or_a_bookmark_is_followed_by_a_read_that_shows_the_server_went_back() -> None:
+    # kube-apiserver holds a watch from a version it has not reached open and sends nothing; the
+    # informer then reads the collection's current version (the fake serves it as a whole list)
     h = harness(
         [listing(run_json("a", "5"), rv="10"), listing(rv="4"), listing(run_json("c", "3"), rv="4")],
         [[], [bookmark("4")]],
@@ -912,15 +912,29 @@ def test_a_watch_that_ends_without_an_event_or_a_bookmark_is_followed_by_a_list_
     assert h.kube.watched_from[:2] == ["10", "4"]
 
 
-def test_a_quiet_watch_on_a_server_that_kept_its_state_costs_one_list_and_changes_nothing() -> None:
+def test_a_quiet_watch_on_a_server_that_kept_its_state_is_watched_again_from_where_it_was() -> None:
+    # a resource nobody writes: kube-apiserver sends such a watch no bookmark either
     h = harness(
-        [listing(run_json("a", "5"), rv="10"), listing(run_json("a", "5"), rv="10")],
-        [[], [bookmark("11")]],
+        [listing(run_json("a", "5"), rv="10"), listing(run_json("b", "12"), rv="12")],
+        [[], [bookmark("13")]],
     )
     h.run()
-    assert kinds(h) == [("ADDED", "a")], "the same list again changes nothing"
+    assert kinds(h) == [("ADDED", "a")], "the read of the current version applies nothing"
     assert h.kube.watched_from[:2] == ["10", "10"]
+    assert h.informer.relists == 0
     assert h.informer.losses == 0
+
+
+def test_a_watch_that_finds_the_server_unreachable_lists_before_watching_again() -> None:
+    # a server back from a restart may not hold what the informer knows: a list shows it
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(run_json("b", "12"), rv="12")],
+        [[error("unreachable", 0)], [bookmark("13")]],
+    )
+    h.run()
+    assert sorted(run.name for run in h.state.get().runs()) == ["b"]
+    assert h.kube.watched_from[:2] == ["10", "12"]
+    assert h.sleeper.sleeps[0] == 0.8, "backing off first, as after any failure"
 
 
 def test_resource_versions_that_are_not_decimal_numbers_are_never_compared() -> None:

@@ -65,6 +65,13 @@ def test_list_follows_continue_pages_and_returns_the_lists_resource_version(stub
     assert first.query == {"labelSelector": "runtime", "limit": "2"}
 
 
+def test_the_current_version_of_a_collection_is_read_with_one_request_of_one_item(stub: Running) -> None:
+    stub.stub.route("GET", "/api/v1/pods", Reply(body={"metadata": {"resourceVersion": "77", "continue": "more"}, "items": [{}]}))
+    assert client_for(stub).current_version("/api/v1/pods", {"labelSelector": "runtime"}).unwrap() == "77"
+    [seen] = stub.stub.seen
+    assert seen.query == {"labelSelector": "runtime", "limit": "1"}
+
+
 def test_a_missing_object_is_a_not_found_error_with_the_kubernetes_reason(stub: Running) -> None:
     result = client_for(stub).get("/api/v1/namespaces/ns/pods/nope")
     assert isinstance(result, Failure)

@@ -28,11 +28,15 @@ The informer keeps the newest one it has seen and takes these as *lost*:
 Lost, the informer lists again and applies that list without trusting any
 object it knew (``request_relist(fresh=True)`` does the same on request): a
 known object at the same resourceVersion may be another write now, so every
-listed object is decoded and emitted. kube-apiserver answers a plain watch
-from a version it has not reached by holding it open and sending nothing,
-not even the bookmark it sends before a watch's deadline: a watch that ends
-with no event and no bookmark at all is followed by a list (not a watch), and
-that list shows whether the server went back.
+listed object is decoded and emitted.
+
+kube-apiserver answers a plain watch from a version it has not reached by
+holding it open and sending nothing, which is also what a watch of a resource
+nobody writes gets: a watch that ends with no event and no bookmark is
+followed by a one-item list (``Kube.current_version``, a consistent read),
+whose version shows whether the server went back. A watch that found the
+server unreachable (down, or restarting) is followed by a full list: a server
+back from a restart may not hold what this informer knows.
 
 Every object is decoded with ``kruntimes.pure.readers.kube``; one that cannot be
 decoded is skipped, counted (``malformed``) and logged, never a crash. Each
@@ -536,10 +540,14 @@ class Informer:
             if outcome == "stopped":
                 return
             self.watch_restarts += 1
-            if outcome in ("gone", "lost", "quiet") or self._relist_wanted():
+            if outcome == "quiet" and not self._relist_wanted():
+                outcome = self._probe()
+            if outcome in ("gone", "lost") or self._relist_wanted():
                 need_list = True
                 continue
             if isinstance(outcome, ApiError):
+                if outcome.kind == "unreachable":
+                    need_list = True  # the server was down: back, it may not hold what we know
                 if self._pause(outcome):
                     return
 
@@ -680,8 +688,29 @@ class Informer:
         if events == 0 and self._clock() - started < MIN_WATCH_SECONDS:
             return ApiError("bad_response", 200, "", "watch ended at once without events")
         if events == 0:
-            log.info("watch %s from resourceVersion %s ended without an event or a bookmark; listing", self.kind, self._version)
             return "quiet"
+        return "ended"
+
+    def _probe(self) -> Literal["lost", "ended"] | ApiError:
+        """After a watch that got nothing: is the server's version now older than the newest seen?"""
+        params = self._watched.params
+        current = getattr(self._kube, "current_version", None)  # kube.Kube has it; a scripted fake lists
+        if callable(current):
+            result: Result[str, ApiError] = current(self._watched.path, params)
+            version = result.value_or(None)
+            error = None if version is not None else result.failure()
+        else:
+            listed = self._kube.list(self._watched.path, params)
+            version = None if (body := listed.value_or(None)) is None else body[1]
+            error = None if version is not None else listed.failure()
+        if version is None:
+            assert error is not None
+            log.warning("reading the current resourceVersion of %s failed: %s", self.kind, error)
+            return error
+        number, newest = version_number(version), self._newest
+        if number is not None and newest is not None and number < newest:
+            self._lose("resource_version_went_back", f"the collection at resourceVersion {version}")
+            return "lost"
         return "ended"
 
     def _went_back(self, number: int | None) -> bool:

@@ -555,6 +555,19 @@ class Kube:
                 return Success((tuple(items), body[1]))
         return Failure(ApiError("bad_response", 200, "", "list ended without a resourceVersion"))  # pragma: no cover
 
+    def current_version(self, path: str, params: Mapping[str, str] | None = None) -> Result[str, ApiError]:
+        """The collection's resourceVersion now: the first page of a one-item list (a consistent
+        read, whatever the collection's size)."""
+        page = self.request("GET", path, params={**(params or {}), "limit": "1"})
+        body = page.value_or(None)
+        if body is None:
+            return Failure(page.failure())
+        metadata = body.get("metadata")
+        version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+        if not isinstance(version, str):
+            return Failure(ApiError("bad_response", 200, "", "list without a resourceVersion"))
+        return Success(version)
+
     def list_pages(
         self, path: str, params: Mapping[str, str] | None = None, *, page_size: int = 500
     ) -> Iterator[Result[tuple[tuple[JSONObject, ...], str | None], ApiError]]:
