@@ -29,8 +29,10 @@ retry period, leader or standby: ``on_server_reset`` is told when the Lease it l
 saw is gone (404) and this candidate creates it anew, when it comes back with
 another UID (deleted and recreated), or at a resourceVersion older than one seen
 before (kube-apiserver's resourceVersions are etcd revisions, increasing with every
-write of any object: ``kube.version_number``). Deleting the Lease by hand reads the
-same; what follows (a relist) is harmless.
+write of any object: ``kube.version_number``). After etcd is restored the Lease is
+the snapshot's, at the revision it was written before the snapshot: older than the
+versions this candidate saw since, whatever the revision of the cluster is now.
+Deleting the Lease by hand reads as a loss too; what follows (a relist) is harmless.
 """
 
 from __future__ import annotations
