@@ -148,8 +148,8 @@ def stop_and_replay(scheduler: Scheduler) -> None:
 
 
 def test_a_scheduler_whose_server_lost_its_state_relists_and_binds_new_runs(server: LosableServer, tmp_path: Path) -> None:
-    # a short watch timeout: a watch the new server holds silent ends soon, and the list after it
-    # shows resourceVersions gone back
+    # a short watch timeout: a watch the new server holds silent ends soon, and the version read
+    # after it shows resourceVersions gone back (unless the list after an unreachable server did)
     scheduler = scheduler_on(server, tmp_path, watch_timeout=5)
     try:
         bind_one_then_lose_the_state(server, scheduler, tmp_path)
