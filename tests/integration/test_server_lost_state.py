@@ -2,9 +2,12 @@
 
 The server is a parameter (:class:`LosableServer`): the dev cluster stopped and started afresh on
 the same port (the kubeconfig's token still works: both take the same one) is the one here.
-Whatever the server, a Run bound before the loss is a ghost afterwards: the new server never heard
-of it, but a scheduler that kept its cache counts it on the pod, so a Run created afterwards waits
-forever for a pod of the same name.
+Whatever the server, the new one issues resourceVersions the scheduler has already seen, to other
+writes: here the same setup and the same test writes give the new pod and the new Run exactly the
+versions the old pod and the old Run had. A scheduler that kept its cache and watched on from its
+version never hears of them (a watch delivers only what follows its version) and keeps the old
+server's objects as they were; the new Run waits forever. Trusting a known version in the relist
+would keep the old pod (same name, same version, another UID) and bind to its UID.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import Kube, load_configuration
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions
 
-from .helpers import NS, TEST_AGENT, assigned, create_run, make_pod, wait_until
+from .helpers import NS, TEST_AGENT, assigned, at, create_run, get_run, make_pod, wait_until
 
 BIND_TIMEOUT = 60.0
 """Generous: a loaded machine; the scheduler needs a watch timeout, a relist and a cycle."""
@@ -129,13 +132,15 @@ def bind_one_then_lose_the_state(server: LosableServer, scheduler: Scheduler, di
 def a_new_run_binds_to_the_new_pod(server: LosableServer, directory: Path) -> None:
     after = client(server, directory, TEST_AGENT)
     try:
-        make_pod(after, "pod", "python", capacity={"runs": "1"}, namespace=server.namespace)
+        pod = make_pod(after, "pod", "python", capacity={"runs": "1"}, namespace=server.namespace)
         create_run(after, "after", "python", namespace=server.namespace)
         bound = wait_until(
             lambda: assigned(after, "after", server.namespace), timeout=BIND_TIMEOUT,
-            what="the Run created after the loss to bind (the ghost of the first one holds the pod)",
+            what="the Run created after the loss to bind",
         )
         assert bound == "pod"
+        run = get_run(after, "after", server.namespace)
+        assert at(run, "status", "assignedPodUID") == at(pod, "metadata", "uid"), "bound to the pod the server has"
     finally:
         after.close()
 
