@@ -34,12 +34,11 @@ exits non-zero, so the kubelet restarts it.
 A server that lost its state (an informer sees a resourceVersion go back or a
 "too large resource version" answer; the elector finds its Lease gone, replaced
 or older: ``informer.py``, ``leader.py``) starts everything over from a fresh
-read, as a new leader does: the term ends (its workers stop, so nothing more is
-written from the old cache), every informer relists trusting nothing it knew,
-and a new term opens on those lists with an empty ledger. A standby only
-relists. In sharded mode writes are closed, the cycles in flight finish, every
-informer relists, the ledger is emptied, every Pending Run is activated again,
-and writes reopen.
+read, as a new leader does: writes close at once, the term ends (its workers
+stop), every informer relists trusting nothing it knew, and a new term opens on
+those lists with an empty ledger. A standby only relists. In sharded mode the
+cycles in flight finish, every informer relists, the ledger is emptied and every
+Pending Run is activated again. Writes reopen once that is done.
 
 Sharded mode (``shard_group``, ``--shard-by-namespace``): no election; every replica runs
 its workers from the start and ``effects.sharding.ShardMember`` decides which namespaces it
@@ -366,7 +365,8 @@ class Scheduler:
         self._resetting = False
         """A reset thread runs (guarded by ``_lock``)."""
         self._writes_closed = False
-        """Sharded mode: a reset holds every namespace's writes."""
+        """A reset holds every write, from the moment the loss is seen until it is done (guarded by
+        ``_lock``): an informer applies its fresh list before the term it serves has ended."""
         election = options.leader_election
         if options.shard_group is not None and election is not None:
             self._shard = ShardMember(
@@ -689,6 +689,7 @@ class Scheduler:
         with self._lock:
             if self._stopping.is_set():
                 return
+            self._writes_closed = True
             self._resets_asked += 1
             if self._resetting:
                 return  # that thread resets once more if its relists were asked before this
@@ -701,7 +702,7 @@ class Scheduler:
         while True:
             with self._lock:
                 if self._stopping.is_set() or self._resets_served >= self._resets_asked:
-                    self._resetting = False
+                    self._resetting = self._writes_closed = False
                     return
             if self._shard is not None:
                 self._reset_shards()
@@ -727,28 +728,22 @@ class Scheduler:
         self._start_leading(self._fresh_relists())
 
     def _reset_shards(self) -> None:
-        """Sharded: close every namespace's writes, let the cycles in flight finish, relist, empty
-        the ledger, activate every Pending Run again, reopen writes."""
-        with self._lock:
-            self._writes_closed = True
-        try:
-            deadline = time.monotonic() + 10.0
-            while self._in_flight and time.monotonic() < deadline and not self._stopping.wait(0.05):
-                pass
-            for informer, ticket in self._fresh_relists():
-                while not informer.wait_relisted(ticket, 0.2):
-                    if self._stopping.is_set():
-                        return
-                    if informer.join(0):
-                        break  # its namespace was let go meanwhile: nothing of it to wait for
-            self.ledger.reset(EMPTY_LEDGER)
-            queue = self._queue
-            if queue is not None:
-                pending = queue.activate_pending()
-                log.info("caches refreshed after the server lost its state", extra={"pending": pending})
-        finally:
-            with self._lock:
-                self._writes_closed = False
+        """Sharded (writes are closed): let the cycles in flight finish, relist, empty the ledger,
+        activate every Pending Run again."""
+        deadline = time.monotonic() + 10.0
+        while self._in_flight and time.monotonic() < deadline and not self._stopping.wait(0.05):
+            pass
+        for informer, ticket in self._fresh_relists():
+            while not informer.wait_relisted(ticket, 0.2):
+                if self._stopping.is_set():
+                    return
+                if informer.join(0):
+                    break  # its namespace was let go meanwhile: nothing of it to wait for
+        self.ledger.reset(EMPTY_LEDGER)
+        queue = self._queue
+        if queue is not None:
+            pending = queue.activate_pending()
+            log.info("caches refreshed after the server lost its state", extra={"pending": pending})
 
     def _take_over(self, term: int, relisted: Tickets | None = None) -> None:
         """Plan nothing until every cache is at least as new as this term.
@@ -833,11 +828,11 @@ class Scheduler:
     def _may_write(self, namespace: str) -> bool:
         """The write gate for one namespace: its shard's in sharded mode, else the leader's; shut
         for good once a thread failed (the state or the queue may be stale from then on)."""
-        if self._supervisor.failure is not None:
+        if self._supervisor.failure is not None or self._writes_closed:
             return False
         shard = self._shard
         if shard is not None:
-            return self._leading and not self._writes_closed and shard.may_write(namespace)
+            return self._leading and shard.may_write(namespace)
         return self._may_write_any()
 
     def _may_write_any(self) -> bool:
