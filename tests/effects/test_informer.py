@@ -361,7 +361,8 @@ def test_a_failure_outside_one_objects_handling_is_the_threads_and_the_superviso
 
 def test_dropped_connections_back_off_exponentially_and_reset_after_progress() -> None:
     h = harness(
-        [listing(rv="1")],
+        # after each failed watch, a read of the collection's version (served here as a listing)
+        [listing(rv="1"), listing(rv="1"), listing(rv="1"), listing(rv="1"), listing(rv="2"), listing(rv="2")],
         [
             [error("transport", 0)],
             [error("transport", 0)],
@@ -935,6 +936,30 @@ def test_a_watch_that_finds_the_server_unreachable_lists_before_watching_again()
     assert sorted(run.name for run in h.state.get().runs()) == ["b"]
     assert h.kube.watched_from[:2] == ["10", "12"]
     assert h.sleeper.sleeps[0] == 0.8, "backing off first, as after any failure"
+
+
+def test_a_watch_refused_while_the_server_restarts_is_followed_by_a_read_that_shows_it_went_back() -> None:
+    # a server back from an etcd restore first refuses (its RBAC caches are still filling), then
+    # holds a watch from the old version open in silence: the read before watching again shows it
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(rv="4"), listing(run_json("c", "3"), rv="4")],
+        [[error("forbidden", 403)], [bookmark("5")]],
+    )
+    h.run()
+    assert sorted(run.name for run in h.state.get().runs()) == ["c"]
+    assert h.informer.losses == 1
+    assert h.kube.watched_from[:2] == ["10", "4"]
+
+
+def test_a_watch_that_broke_on_a_server_that_kept_its_state_is_resumed_from_where_it_was() -> None:
+    h = harness(
+        [listing(run_json("a", "5"), rv="10"), listing(run_json("b", "12"), rv="12")],
+        [[error("transport", 0)], [bookmark("13")]],
+    )
+    h.run()
+    assert kinds(h) == [("ADDED", "a")]
+    assert h.kube.watched_from[:2] == ["10", "10"]
+    assert h.informer.losses == 0
 
 
 def test_resource_versions_that_are_not_decimal_numbers_are_never_compared() -> None:

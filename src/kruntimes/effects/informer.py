@@ -36,7 +36,9 @@ nobody writes gets: a watch that ends with no event and no bookmark is
 followed by a one-item list (``Kube.current_version``, a consistent read),
 whose version shows whether the server went back. A watch that found the
 server unreachable (down, or restarting) is followed by a full list: a server
-back from a restart may not hold what this informer knows.
+back from a restart may not hold what this informer knows. Any other failed
+watch (a broken stream, a 403 or 429 from a server still starting) is followed
+by the same one-item read before the next watch.
 
 Every object is decoded with ``kruntimes.pure.readers.kube``; one that cannot be
 decoded is skipped, counted (``malformed``) and logged, never a crash. Each
@@ -526,7 +528,18 @@ class Informer:
     def run(self) -> None:
         """The list/watch loop; returns when stopped."""
         need_list = True
+        probe_first = False
         while not self._stop.is_set():
+            if probe_first and not need_list and self._relist_wanted():
+                need_list = True  # the list asked for shows a server that went back as well
+            if probe_first and not need_list:
+                probed = self._probe()
+                if isinstance(probed, ApiError):
+                    if self._pause(probed):
+                        return
+                    continue
+                need_list = probed == "lost"
+            probe_first = False
             if need_list:
                 listed = self._list()
                 if listed == "lost":
@@ -548,6 +561,11 @@ class Informer:
             if isinstance(outcome, ApiError):
                 if outcome.kind == "unreachable":
                     need_list = True  # the server was down: back, it may not hold what we know
+                else:
+                    # a broken stream, a 403 or a 429 is also how a restarting server answers; a
+                    # watch resumed on one that came back with less would hear nothing, so read its
+                    # version before watching again
+                    probe_first = True
                 if self._pause(outcome):
                     return
 
