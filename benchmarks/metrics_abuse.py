@@ -12,8 +12,8 @@ the harness nothing).
 
 Per attack, a fresh cluster and scheduler, and a steady trickle of Runs (``--rate`` a second)
 for the whole time: ``--before`` seconds quiet; then the attacker opens ``--connections`` TCP
-connections to the metrics port at once and holds them ``--hold`` seconds; then it closes them
-all, and ``--after`` seconds follow. Attacks:
+connections to the metrics port (``--open-rate`` a second) and holds them until ``--hold`` seconds
+have passed; then it closes them all, and ``--after`` seconds follow. Attacks:
 
 - ``half-open``: each connection sends nothing.
 - ``slowloris``: each sends ``GET /metrics HTTP/1.1`` and then one header byte a second, never
@@ -60,6 +60,7 @@ from _common import (  # noqa: E402
     free_port,
     machine,
     percentile,
+    scrape,
     start_scheduler,
     status_kib,
     stop_process,
@@ -75,9 +76,10 @@ ATTACKS = ("half-open", "slowloris", "reconnect")
 # --- the attacker (a process of its own) ----------------------------------------------------------
 
 
-def attack(mode: str, port: int, connections: int, hold: float) -> None:
-    """Open ``connections`` to 127.0.0.1:``port``, hold them ``hold`` seconds as ``mode`` says, close
-    them; print JSON lines (``opened``, samples of ``held``, ``released``) on stdout."""
+def attack(mode: str, port: int, connections: int, hold: float, open_rate: float) -> None:
+    """Open ``connections`` to 127.0.0.1:``port`` (``open_rate`` a second, 0: all at once), hold them
+    ``hold`` seconds from the start as ``mode`` says, close them; print JSON lines (``opened``, samples
+    of ``held``, ``released``) on stdout."""
     began = time.monotonic()
     selector = selectors.DefaultSelector()
     held: set[socket.socket] = set()
@@ -132,9 +134,14 @@ def attack(mode: str, port: int, connections: int, hold: float) -> None:
     def say(event: str) -> None:
         print(json.dumps({"event": event, "t": round(time.monotonic() - began, 2), "held": len(held), **counts}), flush=True)
 
-    for _ in range(connections):
-        open_one()
-    deadline = time.monotonic() + min(hold, 30.0)
+    started = 0
+    while started < connections and time.monotonic() - began < hold:
+        due = connections if open_rate <= 0 else min(connections, int((time.monotonic() - began) * open_rate) + 1)
+        for _ in range(due - started):
+            open_one()
+        started = due
+        step(0.0 if open_rate <= 0 else 0.01)
+    deadline = time.monotonic() + 30.0
     while any(k.data == "connecting" for k in selector.get_map().values()) and time.monotonic() < deadline:
         step(0.2)
     say("opened")
@@ -276,7 +283,7 @@ def measure(mode: str, args: argparse.Namespace, placement: Placement) -> dict[s
             port = int(metrics_url.rsplit(":", 1)[1])
             attack_at = time.perf_counter()
             attacker = subprocess.Popen(
-                [sys.executable, __file__, "--attacker", mode, str(port), str(args.connections), str(args.hold)],
+                [sys.executable, __file__, "--attacker", mode, str(port), str(args.connections), str(args.hold), str(args.open_rate)],
                 stdout=subprocess.PIPE, stderr=open(tmp / "attacker.stderr", "w"), text=True,
             )
             reports = []
@@ -292,6 +299,8 @@ def measure(mode: str, args: argparse.Namespace, placement: Placement) -> dict[s
             sampler.halt.set()
             sampler.join(5)
             bound = dict(watcher.bound)
+            dropped = {k.split('"')[1]: int(v) for k, v in scrape(metrics_url).items()
+                       if k.startswith("kruntimes_scheduler_http_dropped_connections_total{")}
         finally:
             if attacker is not None and attacker.poll() is None:
                 attacker.kill()
@@ -308,20 +317,25 @@ def measure(mode: str, args: argparse.Namespace, placement: Placement) -> dict[s
     return {
         "attack": mode,
         "connections": args.connections,
+        "open_rate": args.open_rate,
         "attacker": {"opened": opened, "held_per_second": [r["held"] for r in reports if r["event"] == "held"],
                      "released": reports[-1] if reports else {}},
+        "dropped_by_the_server": dropped,
         "phases": phases,
     }
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--attacker":
-        mode, port, connections, hold = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-        attack(mode, port, connections, hold)
+        mode, port, connections, hold, rate = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+        attack(mode, port, connections, hold, rate)
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attacks", default=",".join(ATTACKS), help=f"comma-separated, of {', '.join(ATTACKS)}")
     parser.add_argument("--connections", type=int, default=4000)
+    parser.add_argument("--open-rate", type=float, default=200.0,
+                        help="connections the attacker opens a second (default 200; 0: all at once). At once, most of "
+                             "them overflow a backlog of 5 and never reach a server that has one")
     parser.add_argument("--rate", type=float, default=5.0, help="Runs created per second throughout (default 5)")
     parser.add_argument("--before", type=float, default=20.0)
     parser.add_argument("--hold", type=float, default=120.0,
@@ -345,9 +359,10 @@ def main() -> None:
     for row in rows:
         per_second = row["attacker"]["held_per_second"]
         released = row["attacker"]["released"]
-        print(f"{row['attack']} x{row['connections']}: the attacker held {per_second[:1] or '?'} after 1 s, "
+        print(f"{row['attack']} x{row['connections']}: the attacker held {per_second[:1] or '?'} once all were open, "
               f"{per_second[-1:] or '?'} at the end; {released.get('opened', 0)} connections opened in all, "
-              f"{released.get('closed_by_server', 0)} closed or refused by the server")
+              f"{released.get('closed_by_server', 0)} closed or refused by the server; the server counted "
+              f"{row['dropped_by_the_server'] or '(no such metric)'}")
         for p in row["phases"]:
             print(f"  {p['phase']:6} bind p50 {p['latency_ms']['p50']:>8.1f} ms  p99 {p['latency_ms']['p99']:>8.1f}  "
                   f"max {p['latency_ms']['max']:>8.1f}  unbound {p['unbound']:>3}  threads<= {p['threads_max']:>5}  "
