@@ -42,6 +42,7 @@ OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
     "kruntimes_scheduler_server_resets_total": {
         "reason": frozenset({"too_large_resource_version", "resource_version_went_back", "lease_recreated", "lease_replaced"})
     },
+    "kruntimes_scheduler_http_dropped_connections_total": {"reason": frozenset({"limit", "timeout", "too_large"})},
     "kruntimes_build_info": {"version": frozenset({package_version()})},
 }
 """Sample name (a histogram's base name) -> label -> its allowed values."""

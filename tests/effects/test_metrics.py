@@ -52,6 +52,7 @@ OPERATOR_METRICS = {
     "kruntimes_scheduler_shard_handoffs": ("counter", {("kind",)}),
     "kruntimes_scheduler_skipped_objects": ("counter", {("stage", "thread")}),
     "kruntimes_scheduler_server_resets": ("counter", {("reason",)}),
+    "kruntimes_scheduler_http_dropped_connections": ("counter", {("reason",)}),
     "kruntimes_build_info": ("gauge", {("version",)}),
 }
 """What operators alert on beyond SPEC §9 (docs/operations.md, "Metrics and alerts")."""

@@ -17,8 +17,8 @@ its GC, and the build. What other objects already count
 (the recorder's Event tallies, the informers' relists, the queue's depth) is read at scrape
 time rather than mirrored on every change.
 
-``serve`` runs a small stdlib ``ThreadingHTTPServer`` exposing exactly
-``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404. With ``secure``
+``serve`` runs ``httpserving.HttpServer`` (one selector thread, bounded connections, request
+deadlines) exposing exactly ``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404. With ``secure``
 (``--metrics-secure``, ``effects/secureserving.py``) it speaks TLS and every request but the
 always-allowed paths must carry a bearer token the API server authenticates and authorises,
 before the path is even looked at (401, 403), as kube-scheduler's secure port does.
@@ -27,17 +27,10 @@ before the path is even looked at (401, 403), as kube-scheduler's secure port do
 from __future__ import annotations
 
 import logging
-import selectors
-import socket
-import ssl
-import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
-from typing import Any, Final, Literal, Protocol, TypeAlias, get_args
+from typing import Final, Literal, Protocol, TypeAlias, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -53,9 +46,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from kruntimes.effects.httpserving import DEFAULT_LIMITS, DropReason, Handler, HttpServer, Limits, Request, Response
 from kruntimes.effects.kube import ErrorKind
 from kruntimes.effects.secureserving import SecureServing
-from kruntimes.effects.threads import SKIPPABLE, Stage, SupervisedThread, named_thread
+from kruntimes.effects.threads import SKIPPABLE, Stage, SupervisedThread
 from kruntimes.pure.queueing import ParkReason
 from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource
@@ -318,6 +312,14 @@ class SchedulerMetrics:
             buckets=API_BUCKETS,
         )
         self._api_latency_series: Mapping[str, Histogram] = {v: self._api_latency.labels(verb=v) for v in get_args(Verb)}
+        dropped = Counter(
+            "kruntimes_scheduler_http_dropped_connections_total",
+            "Connections to the metrics and probe ports refused at the connection limit, cut at a deadline, "
+            "or answered 431 for an oversized request head.",
+            ["reason"],
+            registry=r,
+        )
+        self._dropped_series: Mapping[str, Counter] = {k: dropped.labels(reason=k) for k in get_args(DropReason)}
         Gauge("kruntimes_build_info", "The scheduler's version; always 1.", ["version"], registry=r).labels(
             version=package_version()
         ).set(1)
@@ -408,6 +410,10 @@ class SchedulerMetrics:
     def watch_queue(self, queue: QueueView | None) -> None:
         """The term's queue the depth and waiting gauges read (``None``: no term, both 0)."""
         self._live.queue = queue
+
+    def count_dropped_connection(self, reason: DropReason) -> None:
+        """One connection to an HTTP port refused or cut (``httpserving.HttpServer``'s ``on_drop``)."""
+        self._dropped_series[reason].inc()
 
     def count_handoff(self, kind: ShardHandoff) -> None:
         self._handoff_series[kind].inc()
@@ -526,154 +532,73 @@ METRICS_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics"})
 PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/readyz"})
 
 
-TLS_IDLE_TIMEOUT: Final = 30.0
-"""Seconds a TLS connection may sit in its handshake or between requests before it is closed."""
+SECURE_WORKERS: Final = 2
+"""Threads answering the ``--metrics-secure`` port: a request there may wait for a TokenReview
+or a SubjectAccessReview, which must not hold up the other connections."""
+_TEXT: Final = "text/plain; charset=utf-8"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+def handler(
+    registry: CollectorRegistry,
+    probes: Probes,
+    endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
+    secure: SecureServing | None = None,
+) -> Handler:
+    """What the port answers: ``endpoints`` by GET or HEAD, anything else 404 (405 for another
+    method); with ``secure``, authentication and authorization come before the path is looked at."""
+    served: frozenset[str] = frozenset(endpoints)
 
-    def setup(self) -> None:
-        if self.server.secure is not None:
-            # The handshake happens here, on the handler's thread (never the accepting one); a
-            # client that stalls it must not hold the thread for ever.
-            self.request.settimeout(TLS_IDLE_TIMEOUT)
-        super().setup()
-
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's naming)
-        self._respond(send_body=True)
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._respond(send_body=False)
-
-    def _respond(self, send_body: bool) -> None:
-        path = self.path.split("?", 1)[0]
-        secure = self.server.secure
+    def answer(request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return Response(405, b"method not allowed\n", _TEXT, (("Allow", "GET, HEAD"),))
+        path = request.path
         if secure is not None:
-            verdict = secure.auth.check(path, self.command, self.headers.get("Authorization"))
+            verdict = secure.auth.check(path, request.method, request.header("Authorization"))
             if not verdict.allowed:
-                self._send(HTTPStatus(verdict.status), f"{verdict.message}\n".encode(), "text/plain; charset=utf-8", send_body)
-                return
-        if path not in self.server.endpoints:
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", send_body)
-        elif path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-            self._send(HTTPStatus.OK, encoder(self.server.registry), content_type, send_body)
-        elif path == "/healthz":
-            self._probe(self.server.probes.healthy, send_body)
-        elif path == "/readyz":
-            self._probe(self.server.probes.ready, send_body)
-        else:
-            self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain; charset=utf-8", send_body)
+                return Response(verdict.status, f"{verdict.message}\n".encode(), _TEXT)
+        if path not in served:
+            return Response(404, b"not found\n", _TEXT)
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(request.header("Accept") or "")
+            return Response(200, encoder(registry), content_type)
+        return _probe(probes.healthy if path == "/healthz" else probes.ready)
 
-    def _probe(self, check: Callable[[], bool], send_body: bool) -> None:
-        try:
-            ok = check()
-        except Exception:  # a probe that raises is a failing probe, never a crashed server
-            log.exception("health probe raised")
-            ok = False
-        if ok:
-            self._send(HTTPStatus.OK, b"ok\n", "text/plain; charset=utf-8", send_body)
-        else:
-            self._send(HTTPStatus.SERVICE_UNAVAILABLE, b"not ready\n", "text/plain; charset=utf-8", send_body)
-
-    def _send(self, status: HTTPStatus, body: bytes, content_type: str, send_body: bool) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib signature)
-        log.debug("%s " + format, self.address_string(), *args)
+    return answer
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        registry: CollectorRegistry,
-        probes: Probes,
-        endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
-        secure: SecureServing | None = None,
-    ) -> None:
-        self.registry = registry
-        self.probes = probes
-        self.endpoints: frozenset[str] = frozenset(endpoints)
-        self.secure = secure
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, _Handler)
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        connection, address = self.socket.accept()
-        if self.secure is None:
-            return connection, address
-        # Wrapped per connection with the current context (a rotated certificate applies to the next
-        # connection); the handshake is left to the handler thread's first read.
-        return self.secure.tls.current().wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
-
-    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: Any) -> None:
-        """A failed handshake or a client that went away is the client's problem: debug, not a traceback."""
-        problem = sys.exc_info()[1]
-        if isinstance(problem, (ssl.SSLError, ConnectionError, TimeoutError)):
-            log.debug("metrics connection failed", extra={"error": str(problem)[:200]})
-            return
-        super().handle_error(request, client_address)
+def _probe(check: Callable[[], bool]) -> Response:
+    try:
+        ok = check()
+    except Exception:  # a probe that raises is a failing probe, never a crashed server
+        log.exception("health probe raised")
+        ok = False
+    return Response(200, b"ok\n", _TEXT) if ok else Response(503, b"not ready\n", _TEXT)
 
 
 class MetricsServer:
-    """A running ``/metrics`` + ``/healthz`` + ``/readyz`` server on its own thread.
+    """A running ``/metrics`` + ``/healthz`` + ``/readyz`` server (``httpserving.HttpServer``)."""
 
-    The thread sleeps until a connection arrives or :meth:`close` wakes it (a socket pair), never
-    on a timer: ``serve_forever`` polls for its shutdown flag, and at a tenth of a second that was
-    ten wake-ups and 1-2 ms of CPU a second in every idle replica."""
-
-    def __init__(self, server: _Server) -> None:
+    def __init__(self, server: HttpServer) -> None:
         self._server = server
-        server.timeout = 0  # handle_request() below only accepts what the selector saw: never blocks
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._thread = named_thread(self._serve, "metrics-http")
-        self._thread.start()
-
-    def _serve(self) -> None:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._server.socket, selectors.EVENT_READ)
-            selector.register(self._wake_read, selectors.EVENT_READ)
-            while True:
-                ready = selector.select()
-                if any(key.fileobj is self._wake_read for key, _ in ready):
-                    return
-                self._server.handle_request()
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return self._server.address[1]
 
     @property
     def host(self) -> str:
-        return str(self._server.server_address[0])
+        return self._server.address[0]
 
     @property
     def url(self) -> str:
         host = self.host
         shown = f"[{host}]" if ":" in host else host
-        scheme = "http" if self._server.secure is None else "https"
+        scheme = "https" if self._server.secure else "http"
         return f"{scheme}://{shown}:{self.port}"
 
     def close(self) -> None:
         """Stop serving and free the port."""
-        try:
-            self._wake_write.send(b"x")
-        except OSError:
-            pass  # closed already
-        self._thread.join(timeout=10)
-        self._server.server_close()
-        self._wake_read.close()
-        self._wake_write.close()
+        self._server.close()
 
 
 def serve(
@@ -684,10 +609,21 @@ def serve(
     *,
     endpoints: frozenset[Endpoint] = ALL_ENDPOINTS,
     secure: SecureServing | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    on_drop: Callable[[DropReason], None] | None = None,
 ) -> MetricsServer:
     """Start serving ``endpoints`` on ``host:port`` (``port=0`` picks a free one) and return at once;
-    over TLS with delegated authentication and authorization when ``secure`` is given.
+    over TLS with delegated authentication and authorization when ``secure`` is given. ``on_drop``
+    hears of every connection refused or cut (``SchedulerMetrics.count_dropped_connection``).
 
     Raises ``OSError`` when the address cannot be bound (in use, no such interface).
     """
-    return MetricsServer(_Server((host, port), registry, probes, endpoints, secure))
+    server = HttpServer(
+        (host, port),
+        handler(registry, probes, endpoints, secure),
+        tls=None if secure is None else secure.tls.current,
+        limits=limits,
+        workers=0 if secure is None else SECURE_WORKERS,
+        on_drop=on_drop or (lambda reason: None),
+    )
+    return MetricsServer(server)

@@ -596,20 +596,19 @@ class Scheduler:
         secure = None if options is None else secure_serving(self._kube, options, self._metrics.registry)
         metrics = parse_bind_address(self._options.metrics_bind_address)
         health = parse_bind_address(self._options.health_probe_bind_address)
+        registry, dropped = self._metrics.registry, self._metrics.count_dropped_connection
         if metrics is not None and metrics == health and metrics[1] != 0:
-            server = serve(self._metrics.registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS, secure=secure)
+            server = serve(registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS, secure=secure, on_drop=dropped)
             self._servers.append(server)
             self.metrics_url = self.health_url = server.url
             return
         try:
             if metrics is not None:
-                server = serve(
-                    self._metrics.registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS, secure=secure
-                )
+                server = serve(registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS, secure=secure, on_drop=dropped)
                 self._servers.append(server)
                 self.metrics_url = server.url
             if health is not None:
-                server = serve(self._metrics.registry, probes, health[0], health[1], endpoints=PROBE_ENDPOINTS)
+                server = serve(registry, probes, health[0], health[1], endpoints=PROBE_ENDPOINTS, on_drop=dropped)
                 self._servers.append(server)
                 self.health_url = server.url
         except OSError:
