@@ -89,6 +89,10 @@ def test_pure_module_performs_no_io_reads_no_clock_and_draws_no_randomness(path:
     assert violations(path) == []
 
 
+def test_the_runtime_simulators_decisions_perform_no_io_read_no_clock_and_draw_no_randomness() -> None:
+    assert violations(PURE.parent / "runtimesim" / "decide.py") == []
+
+
 def test_the_checker_catches_each_kind_of_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from kruntimes.devcluster.simulator import HEARTBEAT, PODS, RUNS, USER_AGENT, Ru
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import ObjectKey
 
-from .helpers import GROUP, VERSION, Kube, as_obj, wait_until
+from .helpers import GROUP, VERSION, Kube, as_obj, close_api, kube_for, wait_until
 
 
 def _pods(kube: Kube, runtime: str) -> list[client.V1Pod]:
@@ -29,6 +30,11 @@ def _running(kube: Kube, runtime: str, count: int) -> list[client.V1Pod] | None:
 def _condition(pod: client.V1Pod, kind: str) -> client.V1PodCondition:
     assert pod.status is not None and pod.status.conditions is not None
     return next(c for c in pod.status.conditions if c.type == kind)
+
+
+def _in_phase(kube: Kube, name: str, *phases: str) -> dict[str, Any] | None:
+    run = kube.run(name)
+    return run if run.get("status", {}).get("phase") in phases else None
 
 
 def _scale(kube: Kube, name: str, replicas: int) -> None:
@@ -228,3 +234,35 @@ def test_the_simulator_keeps_reconciling_after_its_watch_is_dropped(sim_kube: Ku
     assert sim_cluster.faults.drop_watches() >= 1
     _scale(sim_kube, "python", 2)
     wait_until(lambda: _running(sim_kube, "python", 2), what="2 pods after the watch was dropped")
+
+
+def test_a_running_run_whose_cancellation_is_requested_ends_cancelled(tmp_path: Path) -> None:
+    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=600.0)) as cluster:
+        kube = kube_for(cluster.kubeconfig_path(tmp_path))
+        try:
+            cluster.add_runtime("python", replicas=1)
+            wait_until(lambda: _running(kube, "python", 1), what="a pod")
+            kube.create_run("job")
+            kube.patch_run_status("job", {"phase": "Scheduled", "assignedPod": "python-0"})
+            wait_until(lambda: kube.run("job")["status"].get("phase") == "Running", what="the run to start")
+            kube.custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "runs", "job", {"spec": {"cancelRequested": True}})
+            run = wait_until(lambda: _in_phase(kube, "job", "Cancelled"), what="the run to be cancelled")
+            assert run["status"]["completionTime"]
+            running = next(c for c in run["status"]["conditions"] if c["type"] == "Running")
+            assert (running["status"], running["reason"]) == ("False", "Cancelled")
+        finally:
+            close_api(kube.api)
+
+
+def test_runs_end_failed_in_the_share_asked_for(tmp_path: Path) -> None:
+    with DevCluster.start(simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=0.05, fail_percent=100)) as cluster:
+        kube = kube_for(cluster.kubeconfig_path(tmp_path))
+        try:
+            cluster.add_runtime("python", replicas=1)
+            wait_until(lambda: _running(kube, "python", 1), what="a pod")
+            kube.create_run("job")
+            kube.patch_run_status("job", {"phase": "Scheduled", "assignedPod": "python-0"})
+            run = wait_until(lambda: _in_phase(kube, "job", "Succeeded", "Failed"), what="the run to end")
+            assert run["status"]["phase"] == "Failed"
+        finally:
+            close_api(kube.api)

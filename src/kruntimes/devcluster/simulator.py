@@ -1,11 +1,13 @@
-"""The runtime simulator: what the kruntimes Runtime controller and runtimed would do, on the dev cluster.
+"""The runtime simulator's in-process driver: what the kruntimes Runtime controller and runtimed would do, on the dev cluster.
 
 For every ``Runtime`` it keeps ``spec.replicas`` Runtime Pods named
 ``<runtime>-<n>`` from its ``spec.template`` plus a ``runtimed`` container (labels ``runtime=<name>``, capacity annotations
 ``kruntimes.io/capacity.<resource>``, owned by the Runtime), marks them
 Running and Ready, and refreshes the ``kruntimes.io/RuntimedReady``
 heartbeat's ``lastProbeTime``. Optionally it executes Runs bound to its pods:
-Scheduled -> Running -> Succeeded after a fixed duration.
+Scheduled -> Running -> Succeeded (or Failed) after a fixed duration, or Cancelled when asked.
+What to write and when is decided by ``kruntimes.runtimesim.decide``, which the API client
+(``kruntimes runtime-sim``) shares; this module is how the dev cluster carries it out cheaply.
 
 It is edge-triggered on the store's commit feed, so a pass costs what changed,
 not what exists (a 50,000-Run backlog must not slow the API server it shares
@@ -31,16 +33,20 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, ParamSpec, final
+from typing import Final, ParamSpec, final
 
 from kruntimes.devcluster.errors import ApiError
 from kruntimes.devcluster.resources import KRUNTIMES_GROUP, ResourceDef
 from kruntimes.devcluster.service import ObjectService
 from kruntimes.devcluster.store import Bookmark, Delivery, Subscription, WriteContext
 from kruntimes.devcluster.times import rfc3339
-from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj, json_copy
+from kruntimes.devcluster.types import GroupResource, ObjectKey, Obj
+from kruntimes.runtimesim import decide
+from kruntimes.runtimesim.decide import HEARTBEAT, set_condition
+
+__all__ = ["HEARTBEAT", "PODS", "RUNS", "RUNTIMES", "USER_AGENT", "RuntimeSimulator", "SimulatorCounters", "SimulatorSettings", "set_condition"]
 
 _P = ParamSpec("_P")
 
@@ -48,9 +54,9 @@ USER_AGENT: Final = "kruntimes-devcluster/simulator"
 RUNTIMES: Final = GroupResource(KRUNTIMES_GROUP, "runtimes")
 RUNS: Final = GroupResource(KRUNTIMES_GROUP, "runs")
 PODS: Final = GroupResource("", "pods")
-HEARTBEAT: Final = "kruntimes.io/RuntimedReady"
-CAPACITY_PREFIX: Final = "kruntimes.io/capacity."
-MANAGED_BY: Final = {"app.kubernetes.io/managed-by": "kruntimes-devcluster"}
+STYLE: Final = decide.PodStyle(
+    manager="kruntimes-devcluster", runtime_image="kruntimes/runtime:devcluster", runtimed_image="kruntimes/runtimed:devcluster", node_name="devcluster-node"
+)
 
 
 @final
@@ -60,6 +66,8 @@ class SimulatorSettings:
     """Seconds between heartbeats (lastProbeTime has whole-second precision, so below 1 s it moves once a second)."""
     execute_runs: float | None = None
     """Seconds a Run assigned to a simulated pod takes from Running to Succeeded; None leaves Runs alone."""
+    fail_percent: int = 0
+    """The share of executed Runs (0..100, chosen by UID) that end Failed instead of Succeeded."""
     yield_after_beat: bool = False
     """Let go of the interpreter (``time.sleep(0)``) after each heartbeat written. The pods stand for
     kubelets and runtime daemons on other machines, whose heartbeats reach a real API server as
@@ -71,40 +79,9 @@ class SimulatorSettings:
     chaos test's takeover check twice in two runs (it passed with it off)."""
 
 
-def set_condition(conditions: list[Obj], type_: str, status: str, now: str, *, reason: str = "", message: str = "", probe: bool = False) -> list[Obj]:
-    """Conditions with ``type_`` set; ``lastTransitionTime`` moves only when the status does.
-    The other conditions are shared with ``conditions`` (neither is mutated; the service copies
-    what it is given)."""
-    out = [c for c in conditions if c.get("type") != type_]
-    old = next((c for c in conditions if c.get("type") == type_), None)
-    cond: Obj = {"type": type_, "status": status}
-    if reason:
-        cond["reason"] = reason
-    if message:
-        cond["message"] = message
-    if probe:
-        cond["lastProbeTime"] = now
-    cond["lastTransitionTime"] = old["lastTransitionTime"] if old and old.get("status") == status and old.get("lastTransitionTime") else now
-    index = next((i for i, c in enumerate(conditions) if c.get("type") == type_), len(out))
-    out.insert(index, cond)
-    return out
-
-
-def _replicas(runtime: Obj) -> int:
-    value = runtime.get("spec", {}).get("replicas", 1)
-    return max(0, value) if isinstance(value, int) and not isinstance(value, bool) else 1
-
-
-def _capacity_annotations(runtime: Obj) -> dict[str, str]:
-    resources = (runtime.get("spec", {}).get("capacity") or {}).get("resources") or {}
-    return {f"{CAPACITY_PREFIX}{k}": str(v) for k, v in resources.items()} if isinstance(resources, dict) else {}
-
-
 def _owner_uid(pod: Obj) -> str | None:
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") == "Runtime" and str(ref.get("apiVersion", "")).startswith(KRUNTIMES_GROUP + "/") and ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
+    owner = decide.controller_of(pod)
+    return None if owner is None else owner.uid
 
 
 Key = tuple[str, str]
@@ -133,9 +110,7 @@ class SimulatorCounters:
     runtimes_reconciled: int = 0
 
 
-def _is_active_run(obj: Obj) -> bool:
-    status = obj.get("status") or {}
-    return bool(status.get("assignedPod")) and status.get("phase") in ("Scheduled", "Running")
+_is_active_run: Final = decide.is_active
 
 
 def _pod_signature(pod: Obj) -> tuple[object, ...]:
@@ -145,10 +120,8 @@ def _pod_signature(pod: Obj) -> tuple[object, ...]:
 
 
 def _owner_name(pod: Obj) -> str | None:
-    for ref in pod["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") == "Runtime" and str(ref.get("apiVersion", "")).startswith(KRUNTIMES_GROUP + "/") and ref.get("controller"):
-            return str(ref.get("name", ""))
-    return None
+    owner = decide.controller_of(pod)
+    return None if owner is None else owner.name
 
 
 @final
@@ -182,7 +155,8 @@ class RuntimeSimulator:
         self._run_timers: list[tuple[float, int, str, Key]] = []
         self._due: dict[tuple[str, Key], float] = {}
         self._seq = 0
-        self._run_uid: dict[Key, str] = {}
+        self._run_started: dict[Key, tuple[str, float]] = {}
+        """(uid, when its execution started on the monotonic clock) of the Runs being executed."""
         self._waiting: dict[Key, set[Key]] = {}
         """Active Runs bound to a pod that is not a live simulated one (yet), by that pod."""
 
@@ -363,11 +337,11 @@ class RuntimeSimulator:
                 elif kind == "runtime":
                     self._reconcile_key(runtime_rd, pod_rd, key)
                 elif kind == "run" and run_rd is not None:
-                    self._finish_run(run_rd, key, now)
+                    self._run(run_rd, key, now)
             if self.settings.execute_runs is not None and run_rd is not None:
                 runs, self._dirty_runs = self._dirty_runs, set()
                 for key in sorted(runs):
-                    self._start_run(run_rd, key, now)
+                    self._run(run_rd, key, now)
             return self._wait(time.monotonic())
 
     @staticmethod
@@ -430,13 +404,12 @@ class RuntimeSimulator:
         store = self._service.store
         runtime = store.read(RUNTIMES, ObjectKey(*key))
         pods = [p for k in sorted(self._owned.get(key, ())) if (p := store.read(PODS, ObjectKey(*k))) is not None]
-        uid = str(runtime["metadata"]["uid"]) if runtime is not None else None
         ok = True
-        for pod in pods:
-            if _owner_uid(pod) != uid:
+        if runtime is None:
+            for pod in pods:
                 ok = self._guard(self._delete_pod, pod_rd, pod) and ok  # owned by a Runtime that is gone
-        if runtime is not None:
-            ok = self._guard(self._reconcile_runtime, runtime_rd, pod_rd, runtime, [p for p in pods if _owner_uid(p) == uid]) and ok
+        else:
+            ok = self._reconcile_runtime(runtime_rd, pod_rd, runtime, pods)
         if not self._owned.get(key):
             self._owned.pop(key, None)
         if not ok:
@@ -458,98 +431,74 @@ class RuntimeSimulator:
 
     # -- Runs ---------------------------------------------------------------------------
 
-    def _active_run(self, key: Key) -> Obj | None:
-        """The Run if it is bound to a live simulated pod and not finished; parks it by its pod otherwise."""
+    def _run(self, run_rd: ResourceDef, key: Key, now: float) -> None:
+        """Carry out ``decide.run_step`` for one Run (on its event or its timer)."""
+        duration = self.settings.execute_runs
+        if duration is None:
+            return
         self.counters.runs_examined += 1
         run = self._service.store.read(RUNS, ObjectKey(*key))
-        if run is None or not _is_active_run(run):
-            self._cancel("run", key)
-            self._run_uid.pop(key, None)
-            return None
-        pod = (key[0], str(run["status"]["assignedPod"]))
-        if pod not in self._ours:
-            self._waiting.setdefault(pod, set()).add(key)
-            self._cancel("run", key)
-            self._run_uid.pop(key, None)
-            return None
-        return run
-
-    def _start_run(self, run_rd: ResourceDef, key: Key, now: float) -> None:
-        duration = self.settings.execute_runs
-        run = self._active_run(key)
-        if run is None or duration is None:
+        if run is None:
+            self._forget_run(key)
             return
         uid = str(run["metadata"]["uid"])
-        if run["status"]["phase"] == "Scheduled":
-            self._guard(self._set_run_phase, run_rd, run, "Running")
-            self._run_uid[key] = uid
-            self._schedule("run", key, now + duration)
-        elif ("run", key) not in self._due or self._run_uid.get(key) != uid:
-            # Running when we first see it (a restart, or a pod that came back): its time starts now.
-            self._run_uid[key] = uid
-            self._schedule("run", key, now + duration)
-
-    def _finish_run(self, run_rd: ResourceDef, key: Key, now: float) -> None:
-        run = self._active_run(key)
-        if run is None:
-            return
-        if str(run["metadata"]["uid"]) != self._run_uid.get(key):
-            self._start_run(run_rd, key, now)  # a new Run under the same name
-            return
-        if run["status"]["phase"] == "Scheduled":
-            self._start_run(run_rd, key, now)  # the Running write was lost to a conflict and not yet retried
-            return
-        if self._guard(self._set_run_phase, run_rd, run, "Succeeded"):
-            self._run_uid.pop(key, None)
+        remembered = self._run_started.get(key)
+        started = remembered[1] if remembered is not None and remembered[0] == uid else None
+        pod = (key[0], decide.assignment(run)[0])
+        settings = decide.RunSettings(duration, self.settings.fail_percent)
+        step = decide.run_step(run, pod_live=pod in self._ours, started=started, now=now, settings=settings)
+        if isinstance(step, decide.Ignore):
+            self._forget_run(key)
+        elif isinstance(step, decide.Park):
+            self._waiting.setdefault(pod, set()).add(key)
+            self._forget_run(key)
+        elif isinstance(step, decide.Wait):
+            self._run_started[key] = (uid, step.started)
+            if self._due.get(("run", key)) != step.until:
+                self._schedule("run", key, step.until)
+        elif self._guard(self._set_run_phase, run_rd, run, step.phase):
+            if step.started is None:
+                self._forget_run(key)
+            else:
+                self._run_started[key] = (uid, step.started)
+                self._schedule("run", key, step.started + duration)
         else:
-            self._schedule("run", key, now + 0.05)
+            self._schedule("run", key, now + 0.05)  # a conflict's event may come first; if not, this retries
+
+    def _forget_run(self, key: Key) -> None:
+        self._cancel("run", key)
+        self._run_started.pop(key, None)
 
     def _context(self, verb: str, subresource: str = "") -> WriteContext:
         return WriteContext(verb, subresource, USER_AGENT)
 
-    def _reconcile_runtime(self, runtime_rd: ResourceDef, pod_rd: ResourceDef, runtime: Obj, owned: list[Obj]) -> None:
+    def _reconcile_runtime(self, runtime_rd: ResourceDef, pod_rd: ResourceDef, runtime: Obj, owned: list[Obj]) -> bool:
+        """Carry out ``decide.plan_fleet`` for one Runtime; ``False`` when a write failed."""
         meta = runtime["metadata"]
         namespace, name = str(meta["namespace"]), str(meta["name"])
-        desired = 0 if meta.get("deletionTimestamp") else _replicas(runtime)
-        wanted = {f"{name}-{i}" for i in range(desired)}
-        have = {p["metadata"]["name"]: p for p in owned}
-        annotations = _capacity_annotations(runtime)
-        for pod_name in sorted(wanted - have.keys()):
-            self._guard(self._create_pod, pod_rd, runtime, pod_name, annotations)
-        for pod_name, pod in have.items():
-            if pod_name not in wanted:
-                self._guard(self._delete_pod, pod_rd, pod)
-                continue
-            self._guard(self._sync_pod, pod_rd, runtime, pod, annotations)
-        ready = sum(1 for n, p in have.items() if n in wanted and p.get("status", {}).get("phase") == "Running")
-        status = {**(runtime.get("status") or {}), "readyReplicas": ready}
-        if status != runtime.get("status"):
-            body = {**runtime, "status": status}
-            self._guard(self._service.update, runtime_rd, namespace, name, body, self._context("update", "status"))
+        fleet = decide.fleet_of_runtime(runtime)
+        pods = {str(p["metadata"]["name"]): p for p in owned}
+        plan = decide.plan_fleet(fleet, pods)
+        ok = True
+        for pod_name in plan.delete:
+            ok = self._guard(self._delete_pod, pod_rd, pods[pod_name]) and ok
+        for pod_name in plan.create:
+            ok = self._guard(self._create_pod, pod_rd, fleet, pod_name) and ok
+        for pod_name, annotations in plan.annotate:
+            body = {**pods[pod_name], "metadata": {**pods[pod_name]["metadata"], "annotations": dict(annotations)}}
+            try:
+                pods[pod_name] = self._service.update(pod_rd, namespace, pod_name, body, self._context("update"))
+            except ApiError:
+                ok = False
+        for pod_name in plan.start:
+            ok = self._guard(self._write_pod_status, pod_rd, pods[pod_name], force_beat=True) and ok
+        status = decide.runtime_status(runtime, decide.ready_replicas(fleet, pods))
+        if status is not None:
+            ok = self._guard(self._service.update, runtime_rd, namespace, name, {**runtime, "status": status}, self._context("update", "status")) and ok
+        return ok
 
-    def _create_pod(self, pod_rd: ResourceDef, runtime: Obj, pod_name: str, annotations: Mapping[str, str]) -> None:
-        meta = runtime["metadata"]
-        template = runtime.get("spec", {}).get("template") or {}
-        template_meta = template.get("metadata") or {}
-        spec = json_copy(template.get("spec") or {})
-        containers = spec.get("containers") or [{"name": "runtime", "image": "kruntimes/runtime:devcluster"}]
-        # the upstream controller adds the runtimed sidecar to the template's containers
-        spec["containers"] = [*containers, {"name": "runtimed", "image": "kruntimes/runtimed:devcluster"}]
-        spec.setdefault("nodeName", "devcluster-node")
-        spec.setdefault("restartPolicy", "Always")
-        pod: Obj = {
-            "metadata": {
-                "name": pod_name,
-                "namespace": meta["namespace"],
-                "labels": {**(template_meta.get("labels") or {}), "runtime": meta["name"], **MANAGED_BY},
-                "annotations": {**(template_meta.get("annotations") or {}), **annotations},
-                "ownerReferences": [
-                    {"apiVersion": runtime["apiVersion"], "kind": "Runtime", "name": meta["name"], "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
-                ],
-            },
-            "spec": spec,
-        }
-        created = self._service.create(pod_rd, str(meta["namespace"]), pod, self._context("create"))
+    def _create_pod(self, pod_rd: ResourceDef, fleet: decide.Fleet, pod_name: str) -> None:
+        created = self._service.create(pod_rd, fleet.namespace, decide.pod_manifest(fleet, pod_name, STYLE), self._context("create"))
         self._write_pod_status(pod_rd, created, force_beat=True)
 
     def _delete_pod(self, pod_rd: ResourceDef, pod: Obj) -> None:
@@ -557,58 +506,17 @@ class RuntimeSimulator:
         self._service.delete(pod_rd, str(meta["namespace"]), str(meta["name"]), self._context("delete"), preconditions={"uid": meta["uid"]})
         self._last_beat.pop((str(meta["namespace"]), str(meta["name"])), None)
 
-    def _sync_pod(self, pod_rd: ResourceDef, runtime: Obj, pod: Obj, annotations: Mapping[str, str]) -> None:
-        meta = pod["metadata"]
-        current = {k: v for k, v in (meta.get("annotations") or {}).items()}
-        merged = {k: v for k, v in current.items() if not k.startswith(CAPACITY_PREFIX)} | dict(annotations)
-        if merged != current:
-            body = json_copy(pod)
-            body["metadata"]["annotations"] = merged
-            pod = self._service.update(pod_rd, str(meta["namespace"]), str(meta["name"]), body, self._context("update"))
-        if pod.get("status", {}).get("phase") != "Running":
-            self._write_pod_status(pod_rd, pod, force_beat=True)
-
     def _write_pod_status(self, pod_rd: ResourceDef, pod: Obj, *, force_beat: bool = False) -> None:
-        """Running + Ready + a fresh heartbeat; the whole status so a Pending pod becomes usable in one write."""
+        """``decide.pod_status``: Running + Ready + a fresh heartbeat unless it is paused."""
         meta = pod["metadata"]
         key = (str(meta["namespace"]), str(meta["name"]))
-        now_s = rfc3339(self._clock())
-        status = dict(pod.get("status") or {})  # the keys set below are replaced, not mutated
-        started = status.get("startTime") or now_s
-        conditions = list(status.get("conditions") or [])
-        for type_ in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
-            conditions = set_condition(conditions, type_, "True", now_s)
-        paused = key in self._paused
-        if not paused or force_beat:
-            conditions = set_condition(conditions, HEARTBEAT, "True", now_s, reason="Heartbeat", message="runtimed is serving", probe=True)
-        status.update(
-            phase="Running",
-            conditions=conditions,
-            startTime=started,
-            hostIP="127.0.0.1",
-            podIP="127.0.0.1",
-            containerStatuses=[
-                {"name": c.get("name", ""), "ready": True, "started": True, "restartCount": 0, "image": c.get("image", ""), "imageID": "", "state": {"running": {"startedAt": started}}}
-                for c in pod.get("spec", {}).get("containers") or []
-            ],
-        )
-        if status == pod.get("status"):
+        status = decide.pod_status(pod, rfc3339(self._clock()), beat=force_beat or key not in self._paused)
+        if status is None:
             return
-        body = {**pod, "status": status}
-        self._service.update(pod_rd, key[0], key[1], body, self._context("update", "status"))
+        self._service.update(pod_rd, key[0], key[1], {**pod, "status": status}, self._context("update", "status"))
         self._last_beat[key] = time.monotonic()
 
     def _set_run_phase(self, run_rd: ResourceDef, run: Obj, phase: str) -> None:
-        now_s = rfc3339(self._clock())
-        status: dict[str, Any] = json_copy(run.get("status") or {})
-        conditions = list(status.get("conditions") or [])
-        pod = status.get("assignedPod", "")
-        if phase == "Running":
-            conditions = set_condition(conditions, "Running", "True", now_s, reason="Started", message=f"running on runtime pod {pod}")
-        else:
-            conditions = set_condition(conditions, "Running", "False", now_s, reason="Completed", message="run finished")
-            conditions = set_condition(conditions, "Completed", "True", now_s, reason="Succeeded", message="run succeeded")
-            status["completionTime"] = now_s
-        status.update(phase=phase, conditions=conditions)
         meta = run["metadata"]
+        status = decide.run_status(run, phase, rfc3339(self._clock()))
         self._service.update(run_rd, str(meta["namespace"]), str(meta["name"]), {**run, "status": status}, self._context("update", "status"))
