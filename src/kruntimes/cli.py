@@ -33,6 +33,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("replay", "kruntimes.commands.replay", "re-plan every record of a cycle log and diff the decisions"),
     ("scheduler", "kruntimes.commands.scheduler", "run the scheduler against a cluster until SIGTERM (the controller)"),
     ("dev-cluster", "kruntimes.devcluster.command", "a local, in-memory Kubernetes API server for development"),
+    ("runtime-sim", "kruntimes.commands.runtimesim", "simulated Runtime Pods and Runs on any cluster, to load-test the scheduler"),
     ("explain", "kruntimes.commands.explain", "why a Run is pending: per-pod verdicts and the plan, from a live cluster"),
     ("demo", "kruntimes.commands.demo", "a local cluster, the scheduler and a sample workload, end to end"),
 )
