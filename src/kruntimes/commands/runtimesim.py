@@ -147,7 +147,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     pace = parser.add_argument_group("pace and output")
     pace.add_argument("--qps", type=_non_negative_float, default=50.0, metavar="Q", help="requests per second at most, all included (default 50; 0: no limit)")
     pace.add_argument("--burst", type=_positive_int, default=100, metavar="B", help="requests allowed at once above --qps (default 100)")
-    pace.add_argument("--workers", type=_positive_int, default=4, metavar="N", help="threads that write (default 4)")
+    pace.add_argument("--workers", type=_positive_int, default=4, metavar="N", help="threads that write, and threads that create Runs (default 4 each)")
     pace.add_argument("--progress-interval", type=_duration, default=1.0, metavar="DURATION", help="between progress lines (default 1s; 0: none)")
     pace.add_argument("--cleanup", action="store_true", help="on exit, delete the pods of its runtimes and the Runs it created")
 
@@ -207,7 +207,7 @@ def _simulate(args: argparse.Namespace, kube: Kube, out: TextIO) -> int:
         manager=MANAGER,
     )
     client = SimulatorClient(kube, settings)
-    load = RunLoad(client, args.create_runs, args.rate, args.runtime, secrets.token_hex(3)) if args.create_runs else None
+    load = RunLoad(client, args.create_runs, args.rate, args.runtime, secrets.token_hex(3), threads=args.workers) if args.create_runs else None
     stop = threading.Event()
     caught: list[int] = []
 
@@ -283,6 +283,12 @@ def _line(elapsed: float, now: Progress, before: Progress, seconds: float, load:
     return " | ".join(parts)
 
 
+def _quantile(values: list[float], q: float) -> float:
+    """Nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
 def _banner(kube: Kube, settings: ClientSettings, args: argparse.Namespace, load: RunLoad | None) -> str:
     capacity = ",".join(f"{k}={v}" for k, v in args.capacity.items())
     what = [f"{f.runtime} x{f.replicas} ({capacity})" for f in settings.fleets]
@@ -307,8 +313,15 @@ def _summary(client: SimulatorClient, load: RunLoad | None, started: float) -> s
     writes: Mapping[str, int] = counters.run_writes
     lines = [
         f"simulated for {time.monotonic() - started:.1f}s: {counters.pods_created} pods created, {counters.heartbeats} pod status writes, "
-        f"Run writes {dict(sorted(writes.items()))}, {counters.requests} requests, {counters.conflicts} conflicts, {counters.errors} errors"
+        f"Run writes {dict(sorted(writes.items()))}, {counters.requests} requests ({1000 * counters.request_seconds / max(1, counters.requests):.0f} ms each on average), "
+        f"{counters.conflicts} conflicts, {counters.errors} errors"
     ]
+    timings = [f"{what} p50 {_quantile(values, 0.5):.2f}s p99 {_quantile(values, 0.99):.2f}s" for what, values in client.tally.latencies().items() if values]
+    if timings:
+        lines.append("as watched: " + "; ".join(timings))
+    peak = max(client.tally.peaks().values(), default=0)
+    over = client.overcommitted()
+    lines.append(f"most Runs at once on one pod: {peak}; pods over their capacity: {', '.join(f'{n} ({p}/{c})' for n, (p, c) in sorted(over.items())) or 'none'}")
     if load is not None and load.first_at is not None and load.last_at is not None:
         creating = load.last_at - load.first_at
         lines.append(f"created {load.created} Runs in {creating:.1f}s ({load.created / max(creating, 1e-9):.0f}/s)")

@@ -166,6 +166,18 @@ class Counters:
     heartbeats: int = 0
     run_writes: Counter[str] = field(default_factory=Counter)
     """Run status writes by the phase written."""
+    request_seconds: float = 0.0
+    """Time spent waiting for answers, over all requests (not watches)."""
+
+
+def _holding(run: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """(pod, ``runs`` requested) of an active Run; a request that is not a whole number counts 1."""
+    if run is None or not decide.is_active(run):
+        return None
+    requests = ((run.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    value = requests.get("runs") if isinstance(requests, Mapping) else None
+    count = int(value) if isinstance(value, str | int) and str(value).isdigit() and int(value) > 0 else 1
+    return (decide.assignment(run)[0], count)
 
 
 def phase_of(run: Mapping[str, Any] | None) -> str:
@@ -187,9 +199,31 @@ class RunTally:
         self.batch = ""
         self.batch_ended = 0
         self.batch_last_end: float | None = None
+        self._usage: Counter[str] = Counter()
+        """The ``runs`` requests of the active Runs on each pod, in the order the watch told."""
+        self.peak: Counter[str] = Counter()
+        """The most ``runs`` ever active at once on each pod, as watched: a pod whose peak passes
+        its capacity was overcommitted (the watch delivers every version, in commit order)."""
+        self._seen: dict[str, float] = {}
+        """When each Run was seen Pending, then bound (the watch's times on this machine)."""
+        self.waits: list[float] = []
+        """Seconds from a Run seen Pending to seen bound: the scheduler's latency, a slot's wait included."""
+        self.starts: list[float] = []
+        """Seconds from a Run seen bound to seen Running: the simulator's own reaction."""
+        self.holds: list[float] = []
+        """Seconds from a Run seen bound to seen ended: how long it held its slot."""
 
     def change(self, before: Obj | None, after: Obj | None) -> None:
         old, new = phase_of(before), phase_of(after)
+        self._time(old, new, after)
+        old_pod, new_pod = _holding(before), _holding(after)
+        if old_pod != new_pod:
+            with self._lock:
+                if old_pod is not None:
+                    self._usage[old_pod[0]] -= old_pod[1]
+                if new_pod is not None:
+                    self._usage[new_pod[0]] += new_pod[1]
+                    self.peak[new_pod[0]] = max(self.peak[new_pod[0]], self._usage[new_pod[0]])
         if old == new:
             return
         with self._lock:
@@ -207,6 +241,41 @@ class RunTally:
                 if self.batch and labels.get(BATCH_LABEL) == self.batch:
                     self.batch_ended += 1
                     self.batch_last_end = self._clock()
+
+    def _time(self, old: str, new: str, after: Obj | None) -> None:
+        if old == new:
+            return
+        name = str(((after or {}).get("metadata") or {}).get("name", ""))
+        now = self._clock()
+        with self._lock:
+            if after is None:
+                return
+            if new == "Pending":
+                self._seen[name] = now
+            elif old == "Pending" and new in decide.ACTIVE_PHASES:
+                pending = self._seen.get(name)
+                if pending is not None:
+                    self.waits.append(now - pending)
+                self._seen[name] = now
+                if new == "Running":
+                    self.starts.append(0.0)
+            elif old == "Scheduled" and new == "Running":
+                bound = self._seen.get(name)
+                if bound is not None:
+                    self.starts.append(now - bound)
+            elif new in decide.TERMINAL_PHASES:
+                bound = self._seen.pop(name, None)
+                if bound is not None and old in decide.ACTIVE_PHASES:
+                    self.holds.append(now - bound)
+
+    def latencies(self) -> dict[str, list[float]]:
+        """``waits``, ``starts`` and ``holds``, copied."""
+        with self._lock:
+            return {"Pending -> bound": list(self.waits), "bound -> Running": list(self.starts), "bound -> ended": list(self.holds)}
+
+    def peaks(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.peak)
 
     def snapshot(self) -> tuple[dict[str, int], int, int, int]:
         """(count by phase, binds, ends, ends of the batch) at one instant."""
@@ -260,6 +329,11 @@ class SimulatorClient:
         self.runs = Reflector(kube, RUNS, self.namespace, self._run_changed)
         self.runtimes = Reflector(kube, RUNTIMES, self.namespace, self._runtime_changed) if settings.follow_runtimes else None
         self._workers: list[threading.Thread] = []
+        kube.observe(self._observed)
+
+    def _observed(self, method: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self.counters.request_seconds += seconds
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -300,6 +374,20 @@ class SimulatorClient:
             self._paused.discard(pod)
             self._beats.pop(pod, None)
         self.queue.add(("pod", pod))
+
+    def overcommitted(self) -> dict[str, tuple[int, int]]:
+        """The simulator's pods that ever held more ``runs`` than their capacity, as watched:
+        pod -> (peak, capacity). The capacity is the pod's annotation (2 when it has none, as
+        the scheduler reads it)."""
+        peaks = self.tally.peaks()
+        over: dict[str, tuple[int, int]] = {}
+        for pod in self.fleet_pods():
+            name = str(pod["metadata"]["name"])
+            annotation = str(((pod["metadata"].get("annotations") or {}).get(f"{decide.CAPACITY_PREFIX}runs")) or "2")
+            capacity = int(annotation) if annotation.isdigit() else 2
+            if peaks.get(name, 0) > capacity:
+                over[name] = (peaks[name], capacity)
+        return over
 
     def fleets_ready(self) -> bool:
         """Every pod the command-line fleets want is Ready."""

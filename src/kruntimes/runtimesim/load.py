@@ -41,9 +41,13 @@ def run_manifest(namespace: str, name: str, runtime: str, batch: str, manager: s
 
 
 class RunLoad:
-    """Creates the batch on a thread of its own, through the client's token bucket."""
+    """Creates the batch on ``threads`` threads of its own (a create waits for the server's answer;
+    a burst needs several in flight), through the client's token bucket."""
 
-    def __init__(self, client: SimulatorClient, count: int, rate: float, runtimes: Sequence[str], batch: str, *, requests: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, client: SimulatorClient, count: int, rate: float, runtimes: Sequence[str], batch: str,
+        *, requests: Mapping[str, str] | None = None, threads: int = 4,
+    ) -> None:
         if not runtimes:
             raise ValueError("a load needs at least one runtime")
         self._client = client
@@ -52,8 +56,12 @@ class RunLoad:
         self.runtimes = tuple(runtimes)
         self.batch = batch
         self._requests = dict(requests or {})
+        self._threads = max(1, threads)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+        self._next = 0
+        self._began = 0.0
         self.created = 0
         self.first_at: float | None = None
         """When the first create was answered (monotonic)."""
@@ -62,20 +70,33 @@ class RunLoad:
         client.tally.batch = batch
 
     def start(self) -> None:
-        self._thread = named_thread(self._create, "sim-load")
-        self._thread.start()
+        for i in range(self._threads):
+            worker = named_thread(self._create, f"sim-load-{i}")
+            worker.start()
+            self._workers.append(worker)
 
     def stop(self) -> None:
         self._stop.set()
 
     def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for worker in self._workers:
+            worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     @property
     def finished(self) -> bool:
         """Every Run was created, or the load ended early."""
         return self.created >= self.count or self.refused is not None
+
+    def _take(self) -> int | None:
+        """The next Run's number, or ``None`` when all are taken or the load ended."""
+        with self._lock:
+            if self._next >= self.count or self.refused is not None or self._stop.is_set():
+                return None
+            if self._next == 0:
+                self._began = time.monotonic()
+            self._next += 1
+            return self._next - 1
 
     def _create(self) -> None:
         client = self._client
@@ -84,30 +105,30 @@ class RunLoad:
             if self._stop.wait(0.05):
                 return
         path = RUNS.path(client.namespace)
-        began = time.monotonic()
-        failures = 0
-        while self.created < self.count and not self._stop.is_set():
-            i = self.created
-            if self.rate > 0 and self._stop.wait(max(0.0, began + i / self.rate - time.monotonic())):
-                return
-            if not client.limiter.take():
+        while (i := self._take()) is not None:
+            if self.rate > 0 and self._stop.wait(max(0.0, self._began + i / self.rate - time.monotonic())):
                 return
             name = f"sim-{self.batch}-{i:05d}"
             body = run_manifest(client.namespace, name, self.runtimes[i % len(self.runtimes)], self.batch, client.settings.manager, self._requests)
-            result = client.kube.create(path, body)
-            if isinstance(result, Success) or result.failure().kind == "already_exists":
-                now = time.monotonic()
-                self.first_at = self.first_at if self.first_at is not None else now
-                self.last_at = now
-                self.created += 1
-                failures = 0
-                continue
-            error = result.failure()
-            if not error.retriable:
-                self.refused = error
-                log.error("creating Runs in %s was refused; no more are created: %s", client.namespace, error)
-                return
-            delay = max(RETRY.delay(failures), error.retry_after or 0.0)
-            failures += 1
-            if self._stop.wait(delay):
-                return
+            failures = 0
+            while True:
+                if not client.limiter.take():
+                    return
+                result = client.kube.create(path, body)
+                if isinstance(result, Success) or result.failure().kind == "already_exists":
+                    now = time.monotonic()
+                    with self._lock:
+                        self.first_at = now if self.first_at is None else min(self.first_at, now)
+                        self.last_at = now if self.last_at is None else max(self.last_at, now)
+                        self.created += 1
+                    break
+                error = result.failure()
+                if not error.retriable:
+                    with self._lock:
+                        self.refused = self.refused or error
+                    log.error("creating Runs in %s was refused; no more are created: %s", client.namespace, error)
+                    return
+                delay = max(RETRY.delay(failures), error.retry_after or 0.0)
+                failures += 1
+                if self._stop.wait(delay):
+                    return
