@@ -322,6 +322,8 @@ class SimulatorClient:
         self._started: dict[str, tuple[str, float]] = {}
         """Run -> (uid, when its execution started, monotonic)."""
         self._parked: dict[str, set[str]] = {}
+        self._parked_on: dict[str, str] = {}
+        """Run -> the pod it is parked by (so a Run that ends elsewhere leaves no trace)."""
         """Pod -> the Runs bound to it while it was not live."""
         self._foreign: set[str] = set()
         self._complained: dict[tuple[int, str], float] = {}
@@ -589,6 +591,8 @@ class SimulatorClient:
                 self._beats[name] = now
         with self._lock:
             parked = self._parked.pop(name, set())
+            for run in parked:
+                self._parked_on.pop(run, None)
         for run in parked:
             self.queue.add(("run", run))
         if not paused and last is not None:
@@ -601,8 +605,7 @@ class SimulatorClient:
         run_settings = self.settings.runs
         run = self.runs.get(name)
         if run is None or run_settings is None:
-            with self._lock:
-                self._started.pop(name, None)
+            self._forget_run(name)
             return True
         uid = str(run["metadata"].get("uid", ""))
         pod_name = decide.assignment(run)[0]
@@ -614,13 +617,13 @@ class SimulatorClient:
         started = remembered[1] if remembered is not None and remembered[0] == uid else None
         step = decide.run_step(run, pod_live=live, started=started, now=now, settings=run_settings)
         if isinstance(step, decide.Ignore):
-            with self._lock:
-                self._started.pop(name, None)
+            self._forget_run(name)
             return True
         if isinstance(step, decide.Park):
+            self._forget_run(name)
             with self._lock:
-                self._started.pop(name, None)
                 self._parked.setdefault(step.pod, set()).add(name)
+                self._parked_on[name] = step.pod
             return True
         if isinstance(step, decide.Wait):
             with self._lock:
@@ -631,14 +634,24 @@ class SimulatorClient:
         if self._write(("run", name), self.runs, RUNS, run, "PATCH", body, subresource="status") is None:
             return False
         self._count("run_writes", step.phase)
-        with self._lock:
-            if step.started is None:
-                self._started.pop(name, None)
-            else:
+        if step.started is None:
+            self._forget_run(name)
+        else:
+            with self._lock:
                 self._started[name] = (uid, step.started)
-        if step.started is not None:
             self.queue.add_after(("run", name), run_settings.duration)
         return True
+
+    def _forget_run(self, name: str) -> None:
+        with self._lock:
+            self._started.pop(name, None)
+            pod = self._parked_on.pop(name, None)
+            if pod is not None:
+                parked = self._parked.get(pod)
+                if parked is not None:
+                    parked.discard(name)
+                    if not parked:
+                        del self._parked[pod]
 
     # --- requests --------------------------------------------------------------------------------------
 
