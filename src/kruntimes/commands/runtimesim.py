@@ -52,8 +52,8 @@ fresh read); failures back off. Ctrl-C (or SIGTERM) stops writing and exits 0; w
 first deletes its pods and the Runs it created.
 
 the progress line (stderr, every --progress-interval):
-  12s pods 50/50 ready | runs pending 412 bound 98 done 490 (failed 0) | created 1000/1000 |
-  binds 95/s done 97/s | 201 req/s, 0 conflicts, 0 errors
+  12s pods 50/50 ready | runs pending 278 scheduled 4 running 93 succeeded 408 failed 0 |
+  created 784/1000 | binds 42/s done 37/s | 92 req/s, 0 conflicts, 0 errors
 
 examples:
   # 50 pods of runtime python, 2 Runs each, Runs last 1 s; 1,000 Runs at 200/s; stop when drained
@@ -269,12 +269,12 @@ def _watch(client: SimulatorClient, load: RunLoad | None, args: argparse.Namespa
 
 def _line(elapsed: float, now: Progress, before: Progress, seconds: float, load: RunLoad | None) -> str:
     phases = now.phases
-    bound = sum(phases.get(p, 0) for p in ("Scheduled", "Running", "Ready"))
-    done = sum(phases.get(p, 0) for p in decide.TERMINAL_PHASES)
     seconds = max(seconds, 1e-9)
+    counts = " ".join(f"{phase.lower()} {phases.get(phase, 0)}" for phase in ("Pending", "Scheduled", "Running", "Succeeded", "Failed"))
+    others = sum(n for phase, n in phases.items() if phase not in ("Pending", "Scheduled", "Running", "Succeeded", "Failed"))
     parts = [
         f"{elapsed:4.0f}s pods {now.pods_ready}/{now.pods_wanted} ready",
-        f"runs pending {phases.get('Pending', 0)} bound {bound} done {done} (failed {phases.get('Failed', 0)})",
+        f"runs {counts}" + (f" other {others}" if others else ""),
     ]
     if load is not None:
         parts.append(f"created {load.created}/{load.count}")
