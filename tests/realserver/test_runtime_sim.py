@@ -29,6 +29,13 @@ KRUNTIMES = Path(sys.executable).with_name("kruntimes")
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 
+def runtime_manifest(namespace: str, name: str, *, replicas: int, runs: str = "2") -> dict[str, Any]:
+    return {
+        "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "capacity": {"resources": {"runs": runs}}, "template": {"spec": {"containers": [{"name": "runtime", "image": "img"}]}}},
+    }
+
+
 def documented_role(namespace: str) -> str:
     """The Role docs/operations.md says the simulator needs, for ``namespace``."""
     text = OPERATIONS.read_text(encoding="utf-8")
@@ -81,17 +88,22 @@ def test_a_burst_drains_through_the_scheduler_onto_simulated_pods_each_under_its
     deployed: ControlPlane, namespace: str, scheduler_log: Path, tmp_path: Path
 ) -> None:
     kubeconfig = simulator_kubeconfig(deployed, namespace, tmp_path / "runtime-sim.kubeconfig")
+    # a Runtime object too, so the Role's Runtime verbs are used (its pods serve another runtime)
+    create(deployed, f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runtimes", runtime_manifest(namespace, "go", replicas=1))
     done = subprocess.run(
-        [str(KRUNTIMES), "runtime-sim", "--kubeconfig", str(kubeconfig), "-n", namespace,
+        [str(KRUNTIMES), "runtime-sim", "--kubeconfig", str(kubeconfig), "-n", namespace, "--follow-runtimes",
          "--runtime", "python", "--replicas", "10", "--capacity", "runs=2", "--run-duration", "500ms",
          "--create-runs", "150", "--qps", "0", "--until-done", "--timeout", "120s", "--cleanup", "--progress-interval", "5s"],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert re.search(r"all 150 finished [0-9.]+s after the first was created", done.stderr), done.stderr[-2000:]
-    assert "pods over their capacity: none" in done.stderr and "0 errors" in done.stderr, done.stderr[-2000:]
+    assert "pods over their capacity: none" in done.stderr, done.stderr[-2000:]
+    assert re.search(r"^simulated for .* [0-9]+ conflicts, 0 errors$", done.stderr, flags=re.MULTILINE), done.stderr[-2000:]
     assert re.search(r"most Runs at once on one pod: 2\b", done.stderr), done.stderr[-2000:]
-    assert re.search(r"cleaned up: 10 pods, 150 Runs deleted", done.stderr), done.stderr[-2000:]
+    assert re.search(r"cleaned up: 11 pods, 150 Runs deleted", done.stderr), done.stderr[-2000:]
+    go = deployed.request("GET", f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runtimes/go")
+    assert isinstance(go, dict) and go["status"]["readyReplicas"] == 1
     assert pods(deployed, namespace, f"app.kubernetes.io/managed-by={MANAGER}") == {}
     assert "refused" not in done.stderr and "403" not in done.stderr, done.stderr[-2000:]
 
@@ -101,11 +113,7 @@ def test_a_runtime_object_gets_ready_pods_and_they_go_with_it(deployed: ControlP
     client = SimulatorClient(kube, ClientSettings(namespace=namespace, follow_runtimes=True, heartbeat_interval=1.0, qps=0))
     client.start()
     try:
-        runtime = {
-            "apiVersion": "kruntimes.io/v1alpha1", "kind": "Runtime", "metadata": {"name": "python", "namespace": namespace},
-            "spec": {"replicas": 2, "capacity": {"resources": {"runs": "3"}}, "template": {"spec": {"containers": [{"name": "runtime", "image": "img"}]}}},
-        }
-        create(deployed, f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runtimes", runtime)
+        create(deployed, f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runtimes", runtime_manifest(namespace, "python", replicas=2, runs="3"))
 
         def ready() -> dict[str, dict[str, Any]] | None:
             found = pods(deployed, namespace, "runtime=python")
