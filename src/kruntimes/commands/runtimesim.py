@@ -4,13 +4,14 @@ A thin shell over ``kruntimes.runtimesim.client.SimulatorClient``: check the fla
 exits 2 with a one-line reason), connect as kubectl would, refuse a namespace that does not
 exist, start the simulator (and the Run load, ``runtimesim.load``), print a progress line every
 ``--progress-interval``, and on SIGINT/SIGTERM stop writing, optionally delete what it created
-(``--cleanup``), print a summary and exit 0.
+(``--cleanup``), print a summary and exit 0; a second signal exits 1 at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import secrets
 import signal
 import sys
@@ -34,6 +35,7 @@ log = logging.getLogger("kruntimes.runtimesim")
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 _EPILOG: Final = """\
 what it does, in the namespace it is given and nowhere else:
@@ -49,7 +51,7 @@ what it does, in the namespace it is given and nowhere else:
 It never touches a pod it did not create. Every request waits for --qps; statuses are written
 through the status subresource with resourceVersion preconditions (a conflict is retried from a
 fresh read); failures back off. Ctrl-C (or SIGTERM) stops writing and exits 0; with --cleanup it
-first deletes its pods and the Runs it created.
+first deletes its pods and the Runs it created (a second Ctrl-C skips that and exits 1).
 
 the progress line (stderr, every --progress-interval):
   12s pods 50/50 ready | runs pending 278 scheduled 4 running 93 succeeded 408 failed 0 |
@@ -158,7 +160,7 @@ def _usage_error(args: argparse.Namespace) -> str | None:
     if len(set(args.runtime)) != len(args.runtime):
         return "a --runtime is named twice"
     for name in args.runtime:
-        if not name or len(name) > 50 or not all(c.isalnum() or c == "-" for c in name) or name != name.lower():
+        if len(name) > 50 or not _DNS_LABEL.fullmatch(name):
             return f"--runtime {name!r} is not a DNS label of at most 50 characters (it prefixes pod names)"
     if args.create_runs and not args.runtime:
         return "--create-runs needs the Runs' runtime: name it with --runtime"
@@ -212,6 +214,8 @@ def _simulate(args: argparse.Namespace, kube: Kube, out: TextIO) -> int:
     caught: list[int] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if caught:
+            raise SystemExit(EXIT_FAILED)  # a second signal: no clean-up, no summary
         caught.append(signum)
         stop.set()
 
@@ -224,9 +228,10 @@ def _simulate(args: argparse.Namespace, kube: Kube, out: TextIO) -> int:
         if load is not None:
             load.start()
         status = _watch(client, load, args, stop, started, out)
-        client.stop()
         if load is not None:
             load.stop()
+        client.stop()
+        if load is not None:
             load.join(10)
         if args.cleanup:
             pods, runs = client.delete_created(load.batch if load is not None else None)
