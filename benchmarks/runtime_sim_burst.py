@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--capacity", type=int, default=2)
     parser.add_argument("--duration", default="1s")
     parser.add_argument("--qps", default="0", help="the simulator's --qps (default 0: no limit)")
-    parser.add_argument("--workers", default="4", help="the simulator's --workers (default 4)")
+    parser.add_argument("--workers", default="8", help="the simulator's --workers (default 8)")
     parser.add_argument("--timeout", default="600s")
     args = parser.parse_args()
 
