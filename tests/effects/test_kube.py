@@ -160,6 +160,15 @@ def test_a_list_holding_a_number_longer_than_python_converts_is_read_whole(stub:
     assert (items[0]["spec"], version) == ({"n": OverlongNumber(5000)}, "5")
 
 
+def test_a_list_holding_an_object_nested_past_pythons_recursion_is_read_whole(stub: Running) -> None:
+    # json.loads raises RecursionError for it; a server whose CRD preserves unknown fields stores it
+    deep = b'{"k": [' * 20_000 + b"0" + b"]}" * 20_000
+    body = b'{"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}, "spec": ' + deep + b'}, {"metadata": {"name": "b"}}]}'
+    stub.stub.route("GET", "/api/v1/pods", Reply(chunks=[body]))
+    items, version = client_for(stub).list("/api/v1/pods").unwrap()
+    assert [item["metadata"] for item in items] == [{"name": "a"}, {"name": "b"}] and version == "5"
+
+
 def test_a_watch_event_holding_a_number_longer_than_python_converts_is_delivered() -> None:
     line = b'{"type": "ADDED", "object": {"metadata": {"resourceVersion": "3"}, "spec": {"n": -' + b"1" * 5000 + b"}}}\n"
     events = list(parse_watch_stream([line]))

@@ -18,7 +18,7 @@ from kruntimes.pure.model.objects import DEFAULT_CAPACITY
 from kruntimes.pure.model.plan import Fail, Wait
 from kruntimes.pure.model.quantity import MAX_LENGTH, parse_quantity
 from kruntimes.pure.model.times import MAX_DURATION_LENGTH, parse_duration, parse_time
-from kruntimes.pure.readers.json import OverlongNumber, describe, loads
+from kruntimes.pure.readers.json import MAX_DEPTH, OverlongNumber, describe, loads
 from kruntimes.pure.readers.kube import decode_pod, decode_run
 from tests.pure.builders import decoded_pod, decoded_run, pod_json, run_json
 from tests.pure.planning_world import plan, slot, snapshot
@@ -185,9 +185,21 @@ def test_a_json_integer_longer_than_python_converts_decodes_to_a_value_no_field_
     assert describe(OverlongNumber(PAST_PYTHON)) == "a number of 5000 digits"
 
 
-def test_json_nested_past_pythons_recursion_is_a_value_error_not_a_recursion_error() -> None:
-    with pytest.raises(ValueError, match="nested too deeply"):
-        loads("[" * 100_000 + "]" * 100_000)
+def test_a_value_nested_past_pythons_recursion_is_read_as_null_past_512_levels() -> None:
+    # json.loads raises RecursionError just under 1,000 levels: one such object would fail a whole list
+    deep = '{"k": ' * 100_000 + '"[{\\"}]"' + "}" * 100_000
+    document = loads('{"items": [{"name": "a"}, ' + deep + ', {"name": "b"}]}')
+    assert isinstance(document, dict)
+    first, nested, last = document["items"]
+    assert (first, last) == ({"name": "a"}, {"name": "b"})
+    for _ in range(MAX_DEPTH - 3):  # levels 1 and 2 are the document and its list: this is level 512
+        nested = nested["k"]
+    assert nested == {"k": None}
+
+
+def test_a_document_nested_past_pythons_recursion_and_not_closed_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        loads("[" * 100_000)
 
 
 def test_a_run_body_with_a_5000_digit_request_fails_as_invalid_spec_and_a_huge_unread_number_is_ignored() -> None:
