@@ -35,11 +35,13 @@ Go reads any number of leading zeros or fraction digits; beyond this the duratio
 before any digit is converted (SPEC §1, revision 3)."""
 
 # RFC 3339 exactly as Go's time.Parse reads it with time.RFC3339 or time.RFC3339Nano
-# (its parseRFC3339): four-digit year, two-digit fields, an upper-case T, an optional
-# fraction of one or more digits, then Z or ±hh:mm. ASCII digits only ([0-9], not \d).
+# (its parseRFC3339): four-digit year, two-digit fields, hours 00-23, minutes and
+# seconds 00-59, an upper-case T, an optional fraction of one or more digits, then Z or
+# ±hh:mm within ±23:59. ASCII digits only ([0-9], not \d). The calendar date itself is
+# checked by ``fromisoformat``, which reads every text this matches (and more).
 _RFC3339: Final = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
-    r"(?:Z|([+-])([0-9]{2}):([0-9]{2}))"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
 )
 
 
@@ -53,25 +55,10 @@ def parse_time(text: str) -> datetime | None:
     is truncated to microseconds. Year 0000, which Python cannot hold, and texts longer
     than :data:`MAX_TIME_LENGTH` are refused.
     """
-    if len(text) > MAX_TIME_LENGTH:
+    if len(text) > MAX_TIME_LENGTH or _RFC3339.fullmatch(text) is None:
         return None
-    match = _RFC3339.fullmatch(text)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction, sign, offset_hours, offset_minutes = match.groups()
-    if int(hour) > 23 or int(minute) > 59 or int(second) > 59:
-        return None
-    offset = timedelta(0)
-    if sign is not None:
-        if int(offset_hours) > 23 or int(offset_minutes) > 59:
-            return None
-        offset = timedelta(hours=int(offset_hours), minutes=int(offset_minutes))
-        if sign == "-":
-            offset = -offset
-    micros = int(fraction[:6].ljust(6, "0")) if fraction else 0
     try:
-        local = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros, timezone.utc)
-        return local - offset
+        return datetime.fromisoformat(text).astimezone(timezone.utc)
     except (OverflowError, ValueError):  # a day the month lacks; a year Python cannot hold
         return None
 
