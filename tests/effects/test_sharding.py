@@ -285,11 +285,12 @@ def test_rounds_that_keep_raising_for_the_renew_deadline_end_the_membership_loop
 
 
 def test_a_membership_lease_whose_duration_is_past_int32_is_judged_by_our_own_duration(kube: Kube) -> None:
-    # the Lease API holds int32; float(10**400) raises OverflowError, and the round would die
+    # the Lease API holds int32; read as it stands, 2**40 s would keep a dead member for 35,000
+    # years (and 10**400 s, which a server could hold, raised OverflowError in the round)
     body = {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": member_lease_name("g", "z"), "labels": {GROUP_LABEL: "g", ROLE_LABEL: MEMBER_ROLE}},
-        "spec": {"holderIdentity": "z", "leaseDurationSeconds": 10**400},
+        "spec": {"holderIdentity": "z", "leaseDurationSeconds": 2**40},
     }
     kube.create(LEASES.path(LEASE_NS), body).unwrap()
     clock, host = Clock(), Host()
