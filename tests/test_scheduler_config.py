@@ -241,6 +241,15 @@ def test_a_bad_config_file_exits_2_naming_the_file_and_the_field(
     assert capsys.readouterr().err == f"kruntimes scheduler: --config {path}: workers: must be at least 1, not -3\n"
 
 
+def test_a_config_number_longer_than_python_converts_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scheduler.yaml"
+    path.write_text("apiVersion: kruntimes.io/v1alpha1\nkind: SchedulerConfiguration\nworkers: " + "9" * 5000 + "\n", encoding="utf-8")
+    assert cli_main(["scheduler", "--config", str(path)]) == 2
+    assert capsys.readouterr().err == f"kruntimes scheduler: --config {path}: workers: must be an integer, not a number of 5000 digits\n"
+
+
 @pytest.mark.parametrize(("text", "says"), [("workers: [", "not valid YAML"), (None, "cannot read it")])
 def test_an_unreadable_config_file_exits_2_with_the_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | None, says: str

@@ -324,6 +324,54 @@ def test_a_malformed_scenario_exits_2_naming_the_document_and_the_field(
     assert "Traceback" not in captured.err
 
 
+PAST_PYTHON: Final = "9" * 5000
+"""More digits than Python's ``int()`` converts (4,300)."""
+
+
+def _hostile_scenario() -> str:
+    """Runs holding values past the scheduler's bounds (SPEC §1, revision 3), as JSON text."""
+    objects = [
+        pod_json("runtime-a", capacity={"runs": "1", "cpu": "1e" + "0" * 5000 + "1"}),
+        run_json("backoff", backoff=PAST_PYTHON + "s", resource_version="__N__"),
+        run_json("exponent", requests={"cpu": "1e" + "0" * 5000 + "1"}),
+        run_json("number", requests={"cpu": "__N__"}),
+        run_json("plain"),
+    ]
+    return json.dumps({"now": NOW_TEXT, "objects": objects}).replace('"__N__"', PAST_PYTHON).replace(
+        '"resourceVersion": ' + PAST_PYTHON, '"resourceVersion": "' + PAST_PYTHON + '"'
+    )
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_runs_past_the_bounds_fail_in_simulate_as_the_scheduler_fails_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    text = _hostile_scenario() if form == "json" else "# read as YAML\n" + _hostile_scenario()
+    result = simulate_json(capsys, write(tmp_path, text, f"hostile.{form}"))
+    bounds = "(a quantity is read when it has at most 128 characters, 64 digits and an exponent within ±64)"
+    assert cycles(result) == [
+        {"run": "default/backoff", "action": "Fail", "reason": "InvalidSpec",
+         "message": "spec.retryPolicy.backoff is longer than 128 characters (a Go duration such as 500ms, 15s or 1m30s)"},
+        {"run": "default/exponent", "action": "Fail", "reason": "InvalidSpec",
+         "message": f'spec.resources.requests "cpu" is longer than 128 characters {bounds}'},
+        {"run": "default/number", "action": "Fail", "reason": "InvalidSpec",
+         "message": f'spec.resources.requests "cpu" is longer than 128 characters {bounds}'},
+        {"run": "default/plain", "action": "Bind", "pod": "runtime-a", "ranking": ["runtime-a"],
+         "scores": {"runtime-a": {"LeastLoaded": 100, "PreferredRunAffinity": 0, "total": 100}}, "rejections": {}},
+    ]
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_a_scenario_field_past_pythons_digits_exits_2_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    text = json.dumps({"objects": [run_json("r", attempt=7)]}).replace('"attempt": 7', '"attempt": ' + PAST_PYTHON)
+    path = write(tmp_path, text if form == "json" else "# read as YAML\n" + text, f"attempt.{form}")
+    assert main(["simulate", path]) == 2
+    err = capsys.readouterr().err
+    assert err == f"kruntimes simulate: {path}: objects[0].status.attempt: must be an integer, not a number of 5000 digits\n"
+
+
 def test_a_multi_document_error_names_the_document_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     documents = [pod_json("runtime-a"), {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {}}}]
     path = write(tmp_path, yaml.safe_dump_all(documents), "multi.yaml")

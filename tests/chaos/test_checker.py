@@ -537,6 +537,25 @@ def test_final_state_checks_terminal_reasons_and_message_size() -> None:
     assert report.count("final_state") == 2, report.summary()
 
 
+def test_values_past_pythons_digits_are_judged_not_raised() -> None:
+    # a backoff and quantities of 5,000 digits (more than int() converts); a pod annotation holding one
+    huge = "1e" + "0" * 5000 + "1"
+    h = History()
+    h.pod("p0", capacity={"runs": "1", "cpu": huge})
+    h.run("a", retryPolicy={"backoff": "9" * 5000 + "s"})
+    h.run("b", requests={"cpu": huge})
+    h.run("c")
+    h.bind("c", "p0")
+    h.run("d", requests={"cpu": huge})
+    h.bind("d", "p0")  # binding a Run whose request is past the bounds: the checker must say so
+    h.wait("a", WAIT)
+    report = check(h)
+    assert {(v.invariant, v.run) for v in report.violations} == {
+        ("capacity", "default/d"), ("final_state", "default/a"), ("final_state", "default/b"),
+    }, report.summary()
+    assert all("InvalidSpec" in v.detail for v in report.violations if v.invariant == "final_state"), report.summary()
+
+
 def test_runs_finished_by_others_and_runs_without_runtime_are_not_judged() -> None:
     h = History()
     h.pod("p0")

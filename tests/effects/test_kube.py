@@ -21,6 +21,7 @@ from kruntimes.effects.kube import (
     load_configuration,
     parse_watch_stream,
 )
+from kruntimes.pure.readers.json import OverlongNumber
 from tests.effects.stubserver import Reply, Running, Seen, StubServer, lines, running
 
 
@@ -139,6 +140,39 @@ def test_retry_after_seconds_in_the_status_details_count_too() -> None:
     body = {"reason": "ServerTimeout", "code": 500, "details": {"retryAfterSeconds": 2}}
     error = error_from_status(500, body)
     assert (error.kind, error.retry_after) == ("timeout", 2.0)
+
+
+def test_a_retry_after_past_a_minute_is_a_minute_and_one_that_is_no_number_of_seconds_is_ignored() -> None:
+    # 1e300 seconds, or inf, would be a sleep no thread wakes from (or one that raises OverflowError)
+    cases = [("2.5", 2.5), ("120", 60.0), ("1e300", 60.0), ("inf", 60.0), ("nan", None), ("-1", None), ("soon", None)]
+    assert [error_from_status(429, None, header).retry_after for header, _ in cases] == [expected for _, expected in cases]
+    assert error_from_status(500, {"details": {"retryAfterSeconds": 10**400}}).retry_after == 60.0
+    assert error_from_status(500, {"details": {"retryAfterSeconds": float("nan")}}).retry_after is None
+
+
+def test_a_list_holding_a_number_longer_than_python_converts_is_read_whole(stub: Running) -> None:
+    # json.loads refuses the whole body (ValueError) for one such number: the list would never be read
+    huge = b"9" * 5000
+    body = b'{"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}, "spec": {"n": ' + huge + b'}}, {"metadata": {"name": "b"}}]}'
+    stub.stub.route("GET", "/api/v1/pods", Reply(chunks=[body]))
+    items, version = client_for(stub).list("/api/v1/pods").unwrap()
+    assert [item["metadata"] for item in items] == [{"name": "a"}, {"name": "b"}]
+    assert (items[0]["spec"], version) == ({"n": OverlongNumber(5000)}, "5")
+
+
+def test_a_list_holding_an_object_nested_past_pythons_recursion_is_read_whole(stub: Running) -> None:
+    # json.loads raises RecursionError for it; a server whose CRD preserves unknown fields stores it
+    deep = b'{"k": [' * 20_000 + b"0" + b"]}" * 20_000
+    body = b'{"metadata": {"resourceVersion": "5"}, "items": [{"metadata": {"name": "a"}, "spec": ' + deep + b'}, {"metadata": {"name": "b"}}]}'
+    stub.stub.route("GET", "/api/v1/pods", Reply(chunks=[body]))
+    items, version = client_for(stub).list("/api/v1/pods").unwrap()
+    assert [item["metadata"] for item in items] == [{"name": "a"}, {"name": "b"}] and version == "5"
+
+
+def test_a_watch_event_holding_a_number_longer_than_python_converts_is_delivered() -> None:
+    line = b'{"type": "ADDED", "object": {"metadata": {"resourceVersion": "3"}, "spec": {"n": -' + b"1" * 5000 + b"}}}\n"
+    events = list(parse_watch_stream([line]))
+    assert [(e.type, e.resource_version, e.object["spec"]) for e in events] == [("ADDED", "3", {"n": OverlongNumber(5000)})]
 
 
 def test_a_bearer_token_from_the_configuration_is_sent(stub: Running) -> None:

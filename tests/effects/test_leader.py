@@ -144,6 +144,19 @@ def test_a_standby_waits_while_the_leader_renews() -> None:
     assert b.elector.observed_holder == "a"
 
 
+@pytest.mark.parametrize("huge", [2**40, 10**400])
+def test_a_lease_duration_past_int32_is_the_candidates_own_not_a_crash(huge: int) -> None:
+    # the Lease API holds int32; read as it stands, 2**40 s would keep a dead holder for 35,000
+    # years, and 10**400 s raised OverflowError in the expiry arithmetic
+    leases, clock = FakeLeases(), FakeClock()
+    leases.lease = {"metadata": {"resourceVersion": "0"}, "spec": {"holderIdentity": "x", "leaseDurationSeconds": huge, "leaseTransitions": huge}}
+    b = candidate(leases, clock, "b")
+    assert b.elector.try_acquire_or_renew() == "held_by_other"
+    clock.advance(16)
+    assert b.elector.try_acquire_or_renew() == "leading"
+    assert (leases.record().holder, leases.record().transitions) == ("b", 1)
+
+
 def test_renewal_moves_renew_time_and_keeps_acquire_time() -> None:
     leases, clock = FakeLeases(), FakeClock()
     a = candidate(leases, clock, "a")

@@ -15,7 +15,7 @@ from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, Kube, load_configuration
 from kruntimes.effects.sharding import ShardConfig, ShardMember
 from kruntimes.effects.threads import Supervisor
-from kruntimes.pure.sharding import member_lease_name, ranking
+from kruntimes.pure.sharding import GROUP_LABEL, MEMBER_ROLE, ROLE_LABEL, member_lease_name, ranking
 
 LEASE_NS = "default"
 
@@ -282,3 +282,21 @@ def test_rounds_that_keep_raising_for_the_renew_deadline_end_the_membership_loop
     assert ended, "the loop went on with a round that always raises"
     assert supervisor.failure == "control"
     assert supervisor.skips()[("control", "round")] >= 2, "each failed round is counted"
+
+
+def test_a_membership_lease_whose_duration_is_past_int32_is_judged_by_our_own_duration(kube: Kube) -> None:
+    # the Lease API holds int32; read as it stands, 2**40 s would keep a dead member for 35,000
+    # years (and 10**400 s, which a server could hold, raised OverflowError in the round)
+    body = {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": member_lease_name("g", "z"), "labels": {GROUP_LABEL: "g", ROLE_LABEL: MEMBER_ROLE}},
+        "spec": {"holderIdentity": "z", "leaseDurationSeconds": 2**40},
+    }
+    kube.create(LEASES.path(LEASE_NS), body).unwrap()
+    clock, host = Clock(), Host()
+    alone = _member(kube, "a", ("x",), clock, host)
+    alone.round()
+    assert alone.members == 2  # z counts while its Lease is fresh by our clock
+    clock.now += 2.5  # past our own 2 s lease duration, z never renewed
+    alone.round()
+    assert alone.members == 1 and alone.owned == frozenset({"x"})

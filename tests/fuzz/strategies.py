@@ -3,11 +3,21 @@
 Every generated string that could end up in a message (label values, selector
 values, names) carries :data:`MARK`, so a test can tell "the input leaked into
 the output" from a coincidence with the message's own words.
+
+Any field may also hold a :class:`Hostile` value: one at or past a documented
+limit (docs/spec.md, "Limits") or Python's own (4,300 digits, a double's range,
+its recursion), tagged with its class. The strategies build Python values;
+:func:`to_json` writes them as the JSON text an API server would send (with
+literals ``json.dumps`` cannot write) and names the classes it holds, so a
+test decodes them with the scheduler's own ``loads`` and reports each class
+with ``hypothesis.event``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from dataclasses import dataclass
+from typing import Any, Final
 
 from hypothesis import strategies as st
 
@@ -21,6 +31,87 @@ ABSURD_QUANTITIES = st.sampled_from(
         "1.5.5", "++1", "1Ki", "1e3", "1.5k", "0", "00", "9" * 400, "1" + "0" * 100 + "Ei", "\u0661", "1\x00",
     ]
 )
+
+
+@dataclass(frozen=True)
+class RawJson:
+    """A JSON literal ``json.dumps`` cannot write: an integer past Python's digits, a number
+    past a double's range (``1e999``), nesting past Python's recursion."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Hostile:
+    """A value at or past a limit, with its class (a key of :data:`HOSTILE`)."""
+
+    kind: str
+    value: object
+
+
+def _nested(depth: int) -> RawJson:
+    return RawJson('{"k":[' * depth + "0" + "]}" * depth)
+
+
+HOSTILE: Final[dict[str, list[object]]] = {
+    "quantity at the bounds": ["9" * 64, "1e64", "1e-64", "1e" + "0" * 124 + "64", "99999999999999999999Ei"],
+    "quantity past the bounds": [
+        "9" * 65, "1e65", "1e-65", "1e" + "0" * 125 + "64", "9" * 5000, "1e" + "0" * 5000 + "1", "1" * 4301,
+    ],
+    "duration at the bound": ["0" * 126 + "1s", "1." + "0" * 125 + "s", "2562047h47m16.854775807s", "-2562047h47m16.854775808s"],
+    "duration past the bound": ["0" * 127 + "1s", "9" * 5000 + "s", "1." + "0" * 5000 + "s", "2562048h"],
+    "time at the bound": ["2026-12-05T10:00:00." + "1" * 43 + "Z", "2026-12-05T10:00:00.123456789+23:59", "9999-12-31T23:59:59Z"],
+    "time not RFC 3339 as Go reads it": [
+        "2026-W49-6T10:00:00Z", "2026-339T10:00:00Z", "20261205T100000Z", "2026-12-05t10:00:00z", "2026-12-05T10:00Z",
+        "2026-12-05T10:00:00+0100", "2026-12-05T10:00:00,5Z", "2026-12-05T10:00:00." + "1" * 44 + "Z",
+    ],
+    "time past Python's calendar": ["0000-01-01T00:00:00Z", "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+00:01"],
+    "integer past Python's digits": [RawJson("9" * 5000), RawJson("-" + "1" * 4301), RawJson("1" + "0" * 100_000)],
+    "integer within Python's digits": [10**4299, -(10**4299), 2**63, -(2**63) - 1, 2**31],
+    "number past a double": [float("nan"), float("inf"), float("-inf"), RawJson("1e999"), RawJson("-1e999"), 1e308, 5e-324],
+    "nesting within Python's recursion": [_nested(100), _nested(300)],
+    "nesting past Python's recursion": [_nested(2_000), RawJson("[" * 100_000 + "]" * 100_000)],
+    "wrong type": [5, -1, True, None, [], {}, 1.5, ["x"], {"a": "b"}, [[["x"]]]],
+    "long string": ["x" * 10_000, "\u00e9" * 100_000, "\u202e" * 5_000, "a-" * 2_000 + "a"],
+}
+"""Each class of hostile value, and the values of that class."""
+
+_QUANTITY_KINDS: Final = ("quantity at the bounds", "quantity past the bounds", "integer past Python's digits",
+                          "integer within Python's digits", "number past a double", "wrong type")
+_DURATION_KINDS: Final = ("duration at the bound", "duration past the bound", "integer past Python's digits", "wrong type")
+_TIME_KINDS: Final = ("time at the bound", "time not RFC 3339 as Go reads it", "time past Python's calendar",
+                      "integer past Python's digits", "wrong type")
+
+
+def hostile(kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[Hostile]:
+    """A value of one of ``kinds`` (every class when ``None``), tagged."""
+    chosen = kinds if kinds is not None else tuple(HOSTILE)
+    return st.sampled_from([Hostile(kind, value) for kind in chosen for value in HOSTILE[kind]])
+
+
+def to_json(value: object) -> tuple[str, frozenset[str]]:
+    """``value`` as JSON text, with every :class:`RawJson` written as its literal; and the
+    classes of the :class:`Hostile` values it holds."""
+    raws: list[str] = []
+    kinds: set[str] = set()
+
+    def ready(item: object) -> object:
+        if isinstance(item, Hostile):
+            kinds.add(item.kind)
+            return ready(item.value)
+        if isinstance(item, RawJson):
+            raws.append(item.text)
+            return f"\x00raw{len(raws) - 1}\x00"
+        if isinstance(item, dict):
+            return {key: ready(child) for key, child in item.items()}
+        if isinstance(item, list):
+            return [ready(child) for child in item]
+        return item
+
+    text = json.dumps(ready(value))
+    for index, raw in enumerate(raws):
+        text = text.replace(json.dumps(f"\x00raw{index}\x00"), raw, 1)
+    return text, frozenset(kinds)
 
 
 def marked(min_size: int = 0, max_size: int = 40) -> st.SearchStrategy[str]:
@@ -49,9 +140,20 @@ def deep(depth: int) -> Any:
     return value
 
 
-def _maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    """A field that is usually well-formed, sometimes absent, sometimes anything at all."""
-    return st.one_of(strategy, strategy, strategy, st.just(_ABSENT), json_values(6))
+def _maybe(strategy: st.SearchStrategy[Any], kinds: tuple[str, ...] | None = None) -> st.SearchStrategy[Any]:
+    """A field that is usually well-formed, sometimes absent, sometimes anything at all, sometimes
+    a hostile value (of ``kinds``, the classes that matter in that field; any class when ``None``)."""
+    if kinds == ():
+        return st.one_of(strategy, strategy, strategy, st.just(_ABSENT), json_values(6))
+    return st.one_of(strategy, strategy, strategy, st.just(_ABSENT), json_values(6), hostile(kinds))
+
+
+_NAME_KINDS: Final = ("long string", "wrong type")
+
+
+def _identity(strategy: st.SearchStrategy[Any], identified: bool) -> st.SearchStrategy[Any]:
+    """A field naming the object (name, namespace, uid): always well-formed when ``identified``."""
+    return strategy if identified else _maybe(strategy, _NAME_KINDS)
 
 
 class _Absent:
@@ -108,49 +210,97 @@ RUNTIMES = st.sampled_from(["python", "node", "", MARK])
 
 
 @st.composite
-def runs(draw: st.DrawFn) -> Any:
-    """A Run as a hostile client could write it (the dev server's schema is not applied here)."""
-    name = draw(_maybe(st.one_of(st.sampled_from(["r1", "r2"]), marked(max_size=30))))
-    requests = draw(_maybe(st.dictionaries(st.sampled_from(["runs", "gpu", "memory", "", "a/b", MARK]), st.one_of(ABSURD_QUANTITIES, json_scalars()), max_size=4)))
+def runs(draw: st.DrawFn, identified: bool = False) -> Any:
+    """A Run as a hostile client could write it (the dev server's schema is not applied here);
+    ``identified``: always a Run with a usable name, namespace and uid (its spec and status anything)."""
+    name = draw(_identity(st.one_of(st.sampled_from(["r1", "r2", "r3"]), marked(max_size=30)), identified))
+    requests = draw(_maybe(st.dictionaries(
+        st.sampled_from(["runs", "gpu", "memory", "", "a/b", MARK]), st.one_of(ABSURD_QUANTITIES, json_scalars(), hostile(_QUANTITY_KINDS)), max_size=4,
+    )))
     spec = _obj(
         runtime=draw(_maybe(RUNTIMES)),
         resources=draw(_maybe(st.just(_obj(requests=requests)))),
         affinity=draw(_maybe(affinities())),
         workspace=draw(_maybe(st.builds(lambda n, k, g: _obj(name=n, kind=k, apiGroup=g), _maybe(st.sampled_from(["ws", MARK])), _maybe(st.just("PersistentWorkspace")), _maybe(st.just("kruntimes.io"))))),
         cancelRequested=draw(_maybe(st.booleans())),
-        retryPolicy=draw(_maybe(st.builds(lambda b: _obj(backoff=b), _maybe(st.sampled_from(["1s", "-1s", "99999999h", "x", "1e9s"]))))),
+        retryPolicy=draw(_maybe(st.builds(lambda b: _obj(backoff=b), _maybe(st.sampled_from(["1s", "-1s", "99999999h", "x", "1e9s"]), _DURATION_KINDS)))),
     )
     status = _obj(
         phase=draw(_maybe(st.sampled_from(["", "Pending", "Scheduled", "Running", "Failed", MARK]))),
         assignedPod=draw(_maybe(st.sampled_from(["", "p0", "p1", MARK]))),
-        attempt=draw(_maybe(st.integers(-3, 2**70))),
+        attempt=draw(_maybe(st.integers(-3, 2**70), _QUANTITY_KINDS)),
         conditions=draw(_maybe(st.lists(json_values(4), max_size=3))),
         message=draw(_maybe(marked())),
     )
     meta = _obj(
         name=name,
-        namespace=draw(_maybe(st.just("default"))),
-        uid=draw(_maybe(st.sampled_from(["u1", "u2", MARK]))),
+        namespace=draw(_identity(st.just("default"), identified)),
+        uid=draw(_identity(st.sampled_from(["u1", "u2", MARK]), identified)),
         labels=draw(_maybe(label_maps)),
         resourceVersion=draw(_maybe(st.sampled_from(["1", "42", MARK]))),
-        creationTimestamp=draw(_maybe(st.sampled_from(["2025-01-01T00:00:00Z", "not a time", "9999-99-99T99:99:99Z"]))),
+        creationTimestamp=draw(_maybe(st.sampled_from(["2025-01-01T00:00:00Z", "not a time", "9999-99-99T99:99:99Z"]), _TIME_KINDS)),
     )
-    return draw(
-        st.one_of(
-            st.just(_obj(apiVersion="kruntimes.io/v1alpha1", kind="Run", metadata=meta, spec=spec, status=status)),
-            st.just(_obj(apiVersion="kruntimes.io/v1alpha1", kind="Run", metadata=meta, spec=deep(draw(st.integers(50, 400))))),
-            json_values(),
-        )
-    )
+    whole = _obj(apiVersion="kruntimes.io/v1alpha1", kind="Run", metadata=meta, spec=spec, status=status)
+    nested = _obj(apiVersion="kruntimes.io/v1alpha1", kind="Run", metadata=meta, spec=deep(draw(st.integers(50, 400))))
+    if identified:
+        return draw(st.sampled_from([whole, whole, whole, nested]))
+    return draw(st.one_of(st.just(whole), st.just(nested), json_values()))
 
 
 @st.composite
-def pods(draw: st.DrawFn) -> Any:
+def plain_runs(draw: st.DrawFn) -> Any:
+    """A well-formed Pending Run of runtime ``python`` whose request, backoff, creation time,
+    attempt and labels may hold a hostile value: a cycle must bind it, keep it waiting or fail
+    it, whichever the value calls for."""
+    requests = draw(st.one_of(st.just(_ABSENT), st.dictionaries(
+        st.sampled_from(["runs", "gpu"]),
+        st.one_of(st.sampled_from(["1", "0", "2", "500m"]), hostile(("quantity at the bounds", "quantity past the bounds", "integer past Python's digits"))),
+        max_size=2,
+    )))
+    spec = _obj(
+        runtime="python",
+        resources=_ABSENT if requests is _ABSENT else {"requests": requests},
+        retryPolicy=draw(st.one_of(st.just(_ABSENT), hostile(_DURATION_KINDS).map(lambda backoff: {"backoff": backoff}))),
+    )
+    meta = _obj(
+        name=draw(st.sampled_from(["a1", "a2", "a3"])),
+        namespace="default",
+        uid=draw(st.sampled_from(["ua1", "ua2", "ua3"])),
+        creationTimestamp=draw(st.one_of(st.just("2024-12-31T23:00:00Z"), hostile(_TIME_KINDS))),
+        labels=draw(st.one_of(st.just({"app": "a"}), hostile(("long string", "wrong type")).map(lambda value: {"app": value}))),
+    )
+    status = _obj(attempt=draw(st.one_of(st.just(_ABSENT), hostile(("integer past Python's digits", "integer within Python's digits", "number past a double")))))
+    return _obj(apiVersion="kruntimes.io/v1alpha1", kind="Run", metadata=meta, spec=spec, status=status)
+
+
+@st.composite
+def healthy_pods(draw: st.DrawFn) -> Any:
+    """A Running, Ready Runtime Pod of ``python`` whose heartbeat time and capacity annotations
+    may hold a hostile value: stale when the time is not RFC 3339, the default capacity for an
+    annotation past the bounds."""
+    name = draw(st.sampled_from(["h0", "h1"]))
+    probe = draw(st.one_of(st.just("2025-01-01T00:00:00Z"), hostile(_TIME_KINDS)))
+    capacity = draw(st.one_of(st.sampled_from(["4", "1"]), hostile(_QUANTITY_KINDS)))
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "labels": {"runtime": "python"},
+                     "annotations": {"kruntimes.io/capacity.runs": capacity, "kruntimes.io/capacity.gpu": capacity}},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "kruntimes.io/RuntimedReady", "status": "True", "lastProbeTime": probe},
+        ]},
+    }
+
+
+@st.composite
+def pods(draw: st.DrawFn, identified: bool = False) -> Any:
+    """A Pod as a hostile client could write it; ``identified``: always a Pod with a usable name,
+    namespace and uid."""
     annotations = draw(
         _maybe(
             st.dictionaries(
                 st.sampled_from(["kruntimes.io/capacity.runs", "kruntimes.io/capacity.gpu", "kruntimes.io/capacity.", "kruntimes.io/capacity.a/b", "x"]),
-                st.one_of(ABSURD_QUANTITIES, json_scalars()),
+                st.one_of(ABSURD_QUANTITIES, json_scalars(), hostile(_QUANTITY_KINDS)),
                 max_size=4,
             )
         )
@@ -161,7 +311,7 @@ def pods(draw: st.DrawFn) -> Any:
                 st.one_of(
                     st.builds(lambda t, s, p: _obj(type=t, status=s, lastProbeTime=p),
                               st.sampled_from(["Ready", "kruntimes.io/RuntimedReady"]), _maybe(st.sampled_from(["True", "False", True])),
-                              _maybe(st.sampled_from(["2025-01-01T00:00:00Z", "2999-01-01T00:00:00Z", "yesterday", 5]))),
+                              _maybe(st.sampled_from(["2025-01-01T00:00:00Z", "2999-01-01T00:00:00Z", "yesterday", 5]), _TIME_KINDS)),
                     json_values(4),
                 ),
                 max_size=4,
@@ -169,33 +319,29 @@ def pods(draw: st.DrawFn) -> Any:
         )
     )
     meta = _obj(
-        name=draw(_maybe(st.sampled_from(["p0", "p1", MARK]))),
-        namespace=draw(_maybe(st.just("default"))),
-        uid=draw(_maybe(st.sampled_from(["pu0", "pu1"]))),
+        name=draw(_identity(st.sampled_from(["p0", "p1", MARK]), identified)),
+        namespace=draw(_identity(st.just("default"), identified)),
+        uid=draw(_identity(st.sampled_from(["pu0", "pu1"]), identified)),
         labels=draw(_maybe(st.one_of(st.just({"runtime": "python"}), label_maps))),
         annotations=annotations,
         deletionTimestamp=draw(_maybe(st.just("2025-01-01T00:00:00Z"))),
     )
-    return draw(
-        st.one_of(
-            st.just(_obj(apiVersion="v1", kind="Pod", metadata=meta, status=_obj(phase=draw(_maybe(st.sampled_from(["Running", "Pending"]))), conditions=conditions))),
-            json_values(),
-        )
-    )
+    pod = _obj(apiVersion="v1", kind="Pod", metadata=meta, status=_obj(phase=draw(_maybe(st.sampled_from(["Running", "Running", "Pending"]))), conditions=conditions))
+    return pod if identified else draw(st.one_of(st.just(pod), json_values()))
 
 
 @st.composite
-def workspaces(draw: st.DrawFn) -> Any:
-    meta = _obj(name=draw(_maybe(st.just("ws"))), namespace=draw(_maybe(st.just("default"))), uid=draw(_maybe(st.just("wu"))))
-    return draw(
-        st.one_of(
-            st.just(
-                _obj(
-                    apiVersion="kruntimes.io/v1alpha1", kind="PersistentWorkspace", metadata=meta,
-                    spec=draw(_maybe(st.builds(lambda r, m: _obj(runtime=r, mode=m), _maybe(RUNTIMES), _maybe(st.sampled_from(["RuntimePodLocal", "", MARK]))))),
-                    status=draw(_maybe(st.builds(lambda p, b: _obj(phase=p, boundPod=b), _maybe(st.sampled_from(["Bound", "Lost", "Pending", MARK])), _maybe(st.sampled_from(["p0", "", MARK]))))),
-                )
-            ),
-            json_values(),
-        )
+def workspaces(draw: st.DrawFn, identified: bool = False) -> Any:
+    """A PersistentWorkspace as a hostile client could write it; ``identified``: always one with a
+    usable name, namespace and uid."""
+    meta = _obj(
+        name=draw(_identity(st.just("ws"), identified)),
+        namespace=draw(_identity(st.just("default"), identified)),
+        uid=draw(_identity(st.just("wu"), identified)),
     )
+    workspace = _obj(
+        apiVersion="kruntimes.io/v1alpha1", kind="PersistentWorkspace", metadata=meta,
+        spec=draw(_maybe(st.builds(lambda r, m: _obj(runtime=r, mode=m), _maybe(RUNTIMES), _maybe(st.sampled_from(["RuntimePodLocal", "", MARK]))))),
+        status=draw(_maybe(st.builds(lambda p, b: _obj(phase=p, boundPod=b), _maybe(st.sampled_from(["Bound", "Lost", "Pending", MARK])), _maybe(st.sampled_from(["p0", "", MARK]))))),
+    )
+    return workspace if identified else draw(st.one_of(st.just(workspace), json_values()))

@@ -1,6 +1,11 @@
-"""Hostile JSON through the whole pure pipeline: decode → cluster.apply → snapshot.take → plan_cycle →
-status.status_for → status.patch_body. Nothing raises; invalid Runs end ``Fail`` with a reason from the
-closed set and a bounded message that echoes no selector text, label value or name."""
+"""Hostile JSON through the whole pure pipeline: the JSON text an API server would send → ``loads`` →
+decode → cluster.apply → snapshot.take → plan_cycle → status.status_for → status.patch_body, and the whole
+step (``simulate``: transact, write, settle) with its cycle record read back as ``replay`` reads it.
+Nothing raises; invalid Runs end ``Fail`` with a reason from the closed set and a bounded message that
+echoes no selector text, label value or name.
+
+``--hypothesis-show-statistics`` reports, per test, how many examples held each class of hostile value
+(``hostile: …``, strategies.HOSTILE) and how each object ended (``Run: …``, ``refused: …``)."""
 
 from __future__ import annotations
 
@@ -8,26 +13,55 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from hypothesis import given
+from hypothesis import event, given, target
 from hypothesis import strategies as st
 from returns.pipeline import is_successful
 
 from kruntimes.pure.model import messages
 from kruntimes.pure.state.cluster import EMPTY_STATE, Event, apply, from_objects
+from kruntimes.pure.readers.cyclelog import decode_record, encode_record
+from kruntimes.pure.readers.json import loads
 from kruntimes.pure.readers.kube import capacity_from_annotations, decode_object, decode_pod, decode_run, decode_workspace
+from kruntimes.pure.readers.scenario import Scenario
 from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.ledger import EMPTY_LEDGER
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, HEARTBEAT_CONDITION, Run, RunKey, RuntimePod, Workspace, frozen_labels
 from kruntimes.pure.model.times import parse_time
-from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Skip, Wait
+from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
+from kruntimes.pure.simulation import simulate
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.status import patch_body, status_for
 
-from .strategies import MARK, deep, json_values, pods, runs, workspaces
+from .strategies import MARK, deep, healthy_pods, json_values, plain_runs, pods, runs, to_json, workspaces
 
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
 FAIL_REASONS = frozenset({messages.REASON_INVALID_RESOURCES, messages.REASON_INVALID_AFFINITY, messages.REASON_INVALID_SPEC})
 MAX_MESSAGE = 1024
+NAMES_THE_REQUEST = ('resource request "', 'spec.resources.requests "')
+"""SPEC §2 names the offending request (a name longer than any resource name by its length only)."""
+
+
+def received(values: list[Any], *, steer: bool = False) -> list[object]:
+    """Each value as the scheduler receives it: JSON text (``to_json``) read by ``pure.readers.json.loads``.
+
+    Records each class of hostile value as an event (and, with ``steer``, asks Hypothesis for examples
+    holding more classes at once). ``loads`` raises nothing but ``ValueError`` (a malformed body, which
+    the client reports as such); such a document is skipped.
+    """
+    out: list[object] = []
+    held: set[str] = set()
+    for value in values:
+        text, kinds = to_json(value)
+        held |= kinds
+        try:
+            out.append(loads(text))
+        except ValueError:
+            event("refused: the whole document")
+    for kind in sorted(held):
+        event(f"hostile: {kind}")
+    if steer:
+        target(float(len(held)), label="classes of hostile value in one example")
+    return out
 
 
 def decoded(values: list[Any]) -> list[Run | RuntimePod | Workspace]:
@@ -36,12 +70,31 @@ def decoded(values: list[Any]) -> list[Run | RuntimePod | Workspace]:
         result = decode_object(value)
         if is_successful(result):
             out.append(result.unwrap())
+        else:
+            event(f"refused: {result.failure().reason}")
     return out
 
 
 def check_message(text: str) -> None:
     assert len(text.encode()) <= MAX_MESSAGE, f"unbounded message ({len(text.encode())} bytes)"
-    assert MARK not in text, f"the message echoes hostile input: {text!r}"
+    if not text.startswith(NAMES_THE_REQUEST):
+        assert MARK not in text, f"the message echoes hostile input: {text!r}"
+
+
+def must_fail(run: Run) -> bool:
+    """An invalid Run that the cycle must end ``Failed`` (SPEC §3.2–3.5)."""
+    invalid = run.spec_error or run.requests_error or run.affinity_error
+    return bool(run.status.pending and (run.runtime or run.spec_error) and not run.cancel_requested and invalid)
+
+
+def check_plan(run: Run, plan: Plan) -> None:
+    if must_fail(run):
+        assert isinstance(plan, Fail), (plan, run.spec_error, run.requests_error, run.affinity_error)
+    if isinstance(plan, Fail):
+        assert plan.reason in FAIL_REASONS
+        check_message(plan.message)
+    if isinstance(plan, (Wait, Cancel)):
+        check_message(plan.message)
 
 
 def plan_and_write(objects: list[Run | RuntimePod | Workspace]) -> None:
@@ -59,14 +112,7 @@ def plan_and_write(objects: list[Run | RuntimePod | Workspace]) -> None:
         if current is None:
             assert isinstance(plan, Skip)
             continue
-        invalid = current.spec_error or current.requests_error or current.affinity_error
-        if current.status.pending and (current.runtime or current.spec_error) and not current.cancel_requested and invalid:
-            assert isinstance(plan, Fail), (plan, invalid)
-        if isinstance(plan, Fail):
-            assert plan.reason in FAIL_REASONS
-            check_message(plan.message)
-        if isinstance(plan, (Wait, Cancel)):
-            check_message(plan.message)
+        check_plan(current, plan)
         patch = status_for(plan, current, NOW)
         if isinstance(plan, (Delay, Skip)):
             assert patch is None
@@ -77,38 +123,76 @@ def plan_and_write(objects: list[Run | RuntimePod | Workspace]) -> None:
                 check_message(body["status"]["message"] or "")
 
 
+def _outcome(plan: Plan) -> str:
+    return f"Run: Fail {plan.reason}" if isinstance(plan, Fail) else f"Run: {type(plan).__name__}"
+
+
 @given(st.lists(st.one_of(runs(), pods(), workspaces()), max_size=8))
 def test_hostile_objects_never_crash_the_pipeline(values: list[Any]) -> None:
-    plan_and_write(decoded(values))
+    plan_and_write(decoded(received(values, steer=True)))
+
+
+WORLDS = st.lists(
+    st.one_of(plain_runs(), healthy_pods(), runs(identified=True), pods(identified=True), workspaces(identified=True)),
+    min_size=1, max_size=10,
+)
+"""Runs, pods and workspaces of one namespace, each with a usable name, holding hostile values."""
+
+
+@given(WORLDS)
+def test_the_whole_step_over_hostile_json_fails_every_invalid_run_and_raises_nothing(values: list[Any]) -> None:
+    """What a worker does per key (``step.transact``: sync, snapshot, plan, reserve; the write; settle),
+    for every Pending Run in queue order, each cycle seeing the writes before it; then ``replay``'s read
+    of each cycle record gives the record back."""
+    objects = decoded(received(values, steer=True))
+    # one object per kind and name, as the informer's cache holds them
+    unique = list({(type(o).__name__, o.namespace, o.name): o for o in objects}.values())
+    simulation = simulate(Scenario(NOW, DEFAULT_CONFIG, tuple(unique), (), None))
+    for step, record in zip(simulation.steps, simulation.records, strict=True):
+        assert is_successful(step.plan), step.plan
+        plan = step.plan.unwrap()
+        event(_outcome(plan))
+        assert step.snapshot.run is not None  # the default cycles name only the Runs there are
+        check_plan(step.snapshot.run, plan)
+        if step.write is not None:
+            body = json.loads(patch_body(step.write.patch, step.write.run.resource_version))
+            if not isinstance(plan, Bind):
+                check_message(body["status"]["message"] or "")
+        line = encode_record(record)
+        assert decode_record(line).unwrap() == record
 
 
 @given(runs())
 def test_every_run_decodes_or_is_refused_with_a_value(value: Any) -> None:
-    result = decode_run(value)
-    if not is_successful(result):
-        assert result.failure().reason in ("NotAnObject", "MissingField", "WrongType", "UnknownKind")
+    for document in received([value]):
+        result = decode_run(document)
+        if not is_successful(result):
+            assert result.failure().reason in ("NotAnObject", "MissingField", "WrongType", "UnknownKind")
 
 
 @given(pods(), st.lists(runs(), max_size=2))
 def test_malformed_pods_are_skipped_or_their_annotations_ignored(value: Any, others: list[Any]) -> None:
-    result = decode_pod(value)
-    if is_successful(result):
-        pod = result.unwrap()
-        assert pod.capacity.get("runs", 0) > 0, "runs capacity is always positive (default 2)"
-        assert all(amount > 0 for amount in pod.capacity.values())
-        assert all(resource and "/" not in resource for resource in pod.capacity)
-        plan_and_write([pod, *decoded(others)])
+    for document in received([value]):
+        result = decode_pod(document)
+        if is_successful(result):
+            pod = result.unwrap()
+            assert pod.capacity.get("runs", 0) > 0, "runs capacity is always positive (default 2)"
+            assert all(amount > 0 for amount in pod.capacity.values())
+            assert all(resource and "/" not in resource for resource in pod.capacity)
+            plan_and_write([pod, *decoded(received(others))])
 
 
 @given(workspaces())
 def test_workspaces_decode_totally(value: Any) -> None:
-    decode_workspace(value)
+    for document in received([value]):
+        decode_workspace(document)
 
 
 @given(json_values(30))
 def test_arbitrary_json_is_refused_not_raised(value: Any) -> None:
-    for decoder in (decode_object, decode_run, decode_pod, decode_workspace):
-        decoder(value)
+    for document in received([value]):
+        for decoder in (decode_object, decode_run, decode_pod, decode_workspace):
+            decoder(document)
 
 
 def _run(spec: Any, labels: Any = None, name: str = "r") -> dict[str, Any]:
@@ -135,7 +219,7 @@ def _plan(run_value: dict[str, Any]) -> Any:
 
 
 def test_absurd_quantities_fail_invalid_resources() -> None:
-    for text in ("1e99999", "500m", "-1", "abc", "1e-99999", "NaN", "1.5.5", "0x10", ""):
+    for text in ("500m", "-1", "abc", "NaN", "1.5.5", "0x10", ""):
         plan = _plan(_run({"runtime": "python", "resources": {"requests": {"runs": text}}}))
         assert isinstance(plan, Fail) and plan.reason == "InvalidResources", (text, plan)
         check_message(plan.message)
@@ -147,10 +231,13 @@ def test_huge_valid_quantities_wait_and_do_not_hang() -> None:
         plan = _plan(_run({"runtime": "python", "resources": {"requests": {"runs": text}}}))
         assert isinstance(plan, Wait), (text, plan)
         check_message(plan.message)
-    # beyond the parser's deliberate bounds (64 digits, exponent 64): refused in constant time, not computed
-    for text in ("9" * 4000, "1e300", "1e99999"):
+    # beyond the parser's deliberate bounds (128 characters, 64 digits, exponent 64): refused in
+    # constant time, not computed, and the Run fails naming the field (SPEC §1, revision 3)
+    for text in ("9" * 4000, "9" * 5000, "1e300", "1e99999", "1e-99999", "1e" + "0" * 5000 + "1"):
         plan = _plan(_run({"runtime": "python", "resources": {"requests": {"runs": text}}}))
-        assert isinstance(plan, Fail) and plan.reason == "InvalidResources", (text, plan)
+        assert isinstance(plan, Fail) and plan.reason == "InvalidSpec", (text, plan)
+        assert plan.message.startswith('spec.resources.requests "runs" ')
+        check_message(plan.message)
 
 
 def test_a_hostile_resource_name_is_bounded_in_the_message() -> None:
@@ -268,7 +355,7 @@ _WELL_FORMED_POD = st.builds(
 def test_a_pod_decodes_to_what_a_reading_of_every_field_gives(values: list[Any]) -> None:
     # decode_pod reads only the fields a Runtime Pod is made of, and shares equal capacities
     # and probe times between pods: neither may change what a pod decodes to.
-    for value in values:
+    for value in received(values):
         decoded = decode_pod(value).value_or(None)
         expected = _pod_by_spec(value)
         assert decoded == expected

@@ -322,6 +322,15 @@ def test_malformed_lines_say_where_and_why() -> None:
     assert not is_successful(decode_record("[" * 100_000))
 
 
+def test_numbers_past_a_float_or_pythons_digits_are_failures_naming_the_field() -> None:
+    document = json.loads(encode_record(_small_record()))
+    document["plan"] = {"action": "Delay", "seconds": 10**400}  # an integer no float holds
+    error = decode_record(json.dumps(document)).failure()
+    assert str(error) == "plan.seconds: must be a number a float can hold, not a number of 30 digits or more"
+    line = encode_record(_small_record()).replace('"v":1', '"v":' + "9" * 5000)  # more digits than int() converts
+    assert str(decode_record(line).failure()) == "v: must be an integer, not a number of 5000 digits"
+
+
 # --- helpers --------------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,6 @@ UTC = timezone.utc
     ("text", "value"),
     [
         ("2024-05-01T12:00:00Z", datetime(2024, 5, 1, 12, tzinfo=UTC)),
-        ("2024-05-01T12:00:00z", datetime(2024, 5, 1, 12, tzinfo=UTC)),
         ("2024-05-01T14:00:00+02:00", datetime(2024, 5, 1, 12, tzinfo=UTC)),
         ("2024-05-01T12:00:00.123456Z", datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)),
         ("2024-05-01T12:00:00.5Z", datetime(2024, 5, 1, 12, 0, 0, 500000, tzinfo=UTC)),

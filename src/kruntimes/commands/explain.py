@@ -748,7 +748,7 @@ def default_namespace(
         try:
             with open(name, encoding="utf-8") as handle:
                 doc = yaml.safe_load(handle)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: undecodable, or an over-long integer
             continue
         if isinstance(doc, dict):
             docs.append(doc)

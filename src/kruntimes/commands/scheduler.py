@@ -36,6 +36,7 @@ from returns.pipeline import is_successful
 
 from kruntimes.pure.queueing import POLICIES
 from kruntimes.commands import shutdown
+from kruntimes.commands._yaml import SafeLoader
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 from kruntimes.effects.kube import connect
 from kruntimes.effects.leader import default_identity
@@ -549,7 +550,7 @@ def load_configuration_file(path: str) -> SchedulerConfiguration:
     except (OSError, UnicodeDecodeError) as problem:
         raise UsageError(f"--config {path}: cannot read it: {problem}") from None
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=SafeLoader)
     except yaml.YAMLError as problem:
         raise UsageError(f"--config {path}: not valid YAML: {' '.join(str(problem).split())}") from None
     except RecursionError:

@@ -23,6 +23,8 @@ from returns.pipeline import is_successful
 
 from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.readers.cyclelog import encode_record
+from kruntimes.commands._yaml import SafeLoader
+from kruntimes.pure.readers.json import loads
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Rejections, Skip, Wait
 from kruntimes.pure.readers.scenario import decode_scenario
@@ -103,11 +105,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 # --- reading ------------------------------------------------------------------------------
 
 
-class _ScenarioLoader(yaml.SafeLoader):
-    """Safe YAML, except that times stay strings and only true/false are booleans.
+class _ScenarioLoader(SafeLoader):
+    """Safe YAML, except that times stay strings, only true/false are booleans, and an
+    integer longer than Python converts is an ``OverlongNumber`` (``commands._yaml``).
 
-    The scheduler parses times itself (RFC 3339, exact); and `on`/`yes`/`no` are
-    strings in Kubernetes objects, not YAML 1.1 booleans.
+    The scheduler parses times itself (RFC 3339, exact); `on`/`yes`/`no` are
+    strings in Kubernetes objects, not YAML 1.1 booleans; and such an integer is read
+    as the scheduler reads it from the API (``pure.readers.json.loads``): a value no
+    field accepts, so a Run holding one fails as it would in the cluster, and any
+    other field holding one is named in a one-line error.
     """
 
 
@@ -117,7 +123,7 @@ _ScenarioLoader.yaml_implicit_resolvers = {
         for tag, regexp in resolvers
         if tag not in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
     ]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in SafeLoader.yaml_implicit_resolvers.items()
 }
 _ScenarioLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
@@ -134,8 +140,8 @@ def parse_documents(text: str, source: str) -> list[object]:
     """The documents of a YAML or JSON text; ``_Unreadable`` names the document and position."""
     if text.lstrip()[:1] in ("{", "["):
         try:
-            return [json.loads(text)]
-        except (ValueError, RecursionError):
+            return [loads(text)]
+        except ValueError:
             pass  # not JSON after all: YAML flow style, read below
     documents: list[object] = []
     try:

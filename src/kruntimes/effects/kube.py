@@ -5,7 +5,9 @@ exec plugins, token refresh, in-cluster service accounts), found the way kubectl
 users expect: ``--kubeconfig``, then ``$KUBECONFIG``, then ``~/.kube/config``,
 then the in-cluster service account. Requests go straight through the package's
 ``urllib3`` pool manager (TLS and client certificates already set up) and bodies
-are read with ``json.loads``: the typed-model deserialisation of the generated
+are read with ``json.loads`` (through ``pure.readers.json.loads``, which keeps an
+integer literal longer than Python converts as a value the decoders refuse, rather
+than failing the whole body): the typed-model deserialisation of the generated
 client costs many times ``json.loads`` (docs/performance.md, "Design
 measurements") and we decode into our own records anyway
 (``kruntimes.pure.readers.kube``).
@@ -34,6 +36,7 @@ from kubernetes.client import ApiClient, Configuration
 from returns.result import Failure, Result, Success
 
 from kruntimes.effects.wire import NoAnswer, Wire
+from kruntimes.pure.readers.json import loads
 
 log = logging.getLogger(__name__)
 
@@ -131,18 +134,31 @@ def _kind_for(status: int, reason: str) -> ErrorKind:
     return "bad_response"
 
 
+MAX_RETRY_AFTER: Final = 60.0
+"""Seconds of a server's Retry-After honoured at most. The API server asks for a second or
+two (priority and fairness); a larger figure, let alone ``1e300`` or ``inf`` (which no
+sleep accepts), would stop a watch or a worker for good on one answer."""
+
+
 def _parse_seconds(value: object) -> float | None:
+    """A Retry-After: seconds ≥ 0, at most :data:`MAX_RETRY_AFTER`; ``None`` when it is not one."""
     if isinstance(value, bool):
         return None
+    seconds: float
     if isinstance(value, (int, float)):
-        return float(value) if value >= 0 else None
-    if isinstance(value, str):
+        if isinstance(value, int) and value > MAX_RETRY_AFTER:
+            return MAX_RETRY_AFTER  # before float(): an integer of 400 digits is no float
+        seconds = float(value)
+    elif isinstance(value, str):
         try:
             seconds = float(value.strip())
         except ValueError:
             return None  # an HTTP date: rare from the API server; treat as absent
-        return seconds if seconds >= 0 else None
-    return None
+    else:
+        return None
+    if not seconds >= 0:  # negative or NaN
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
 
 
 def error_from_status(status: int, body: object, retry_after_header: str | None = None) -> ApiError:
@@ -282,7 +298,7 @@ def parse_watch_stream(chunks: Iterable[bytes]) -> Iterator[WatchEvent]:
         if not line.strip():
             continue
         try:
-            frame = json.loads(line)
+            frame = loads(line)
         except ValueError as problem:
             raise KubeError(ApiError("bad_response", 200, "", f"watch line is not JSON: {problem}")) from None
         if not isinstance(frame, dict):
@@ -382,7 +398,7 @@ def load_configuration(
 def _answered(status: int, data: bytes, retry_after: str | None) -> Result[JSONObject, ApiError]:
     """A 2xx JSON object is a ``Success``; any other answer an ``ApiError``."""
     try:
-        parsed: object = json.loads(data) if data else None
+        parsed: object = loads(data) if data else None
     except ValueError:
         parsed = None
     if not 200 <= status < 300:
@@ -701,7 +717,7 @@ class WatchStream(Iterator[WatchEvent]):
             if response.status != 200:
                 data = response.read()
                 try:
-                    parsed: object = json.loads(data) if data else None
+                    parsed: object = loads(data) if data else None
                 except ValueError:
                     parsed = None
                 raise KubeError(error_from_status(response.status, parsed, response.headers.get("Retry-After")))

@@ -130,6 +130,9 @@ class LeaseApi(Protocol):
     def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]: ...
 
 
+INT32_MAX: Final = 2**31 - 1
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseRecord:
     """The election fields of a Lease's spec."""
@@ -150,8 +153,10 @@ class LeaseRecord:
             return value if isinstance(value, str) else ""
 
         def number(key: str) -> int:
+            # Both fields are int32 in the Lease API; a server that stores a larger figure must
+            # not turn ``observed_at + duration`` into an OverflowError (or a lease held for ages).
             value = spec.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+            return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= INT32_MAX else 0
 
         return LeaseRecord(
             holder=text("holderIdentity"),

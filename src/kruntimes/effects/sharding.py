@@ -31,7 +31,7 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
-from kruntimes.effects.leader import micro_time, timing_problems
+from kruntimes.effects.leader import INT32_MAX, micro_time, timing_problems
 from kruntimes.effects.metrics import ShardHandoff as Handoff
 from kruntimes.effects.threads import Supervisor
 from kruntimes.effects.workqueue import Clock
@@ -449,7 +449,7 @@ class ShardMember:
         version = resource_version_of(lease)
         spec = _spec(lease)
         duration = spec.get("leaseDurationSeconds")
-        seconds = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and duration > 0 else (
+        seconds = float(duration) if isinstance(duration, int) and not isinstance(duration, bool) and 0 < duration <= INT32_MAX else (
             self._config.lease_duration
         )
         before = self._seen.get(name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from kruntimes.pure import ledger, queueing, status
 from kruntimes.pure.persistent.pdict import pdict
@@ -59,8 +60,17 @@ def default_cycles(state: ClusterState) -> tuple[RunKey, ...]:
     return queueing.initial_order(state.runs())
 
 
+_MAX_VERSION_DIGITS: Final = 20
+"""An etcd revision is a uint64: at most 20 digits. A longer version (no server issues one) is
+not counted, so that no text reaches ``int()`` with more digits than Python converts."""
+
+
 def _next_version(objects: Sequence[Object]) -> int:
-    versions = [int(o.resource_version) for o in objects if o.resource_version.isdecimal()]
+    versions = [
+        int(o.resource_version)
+        for o in objects
+        if o.resource_version.isascii() and o.resource_version.isdigit() and len(o.resource_version) <= _MAX_VERSION_DIGITS
+    ]
     return max(versions, default=0) + 1
 
 

@@ -224,6 +224,15 @@ def _requests(obj: Mapping[str, Any]) -> tuple[Resources, str | None]:
     return decode_requests(_get(obj, "spec", "resources", "requests"))
 
 
+_MAX_VERSION_DIGITS: Final = 20
+"""An etcd revision is a uint64: at most 20 digits."""
+
+
+def _version_number(text: str) -> int:
+    """A resourceVersion as the number a violation reports; 0 when it is not an etcd revision."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= _MAX_VERSION_DIGITS else 0
+
+
 def _run_label(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
 
@@ -570,7 +579,7 @@ class _Replay:
         self.violations.extend(found)
 
     def _check_terminal(self, run_obj: Mapping[str, Any], label: str) -> None:
-        rv = int(_text(run_obj, "metadata", "resourceVersion") or 0)
+        rv = _version_number(_text(run_obj, "metadata", "resourceVersion"))
         conditions = _get(run_obj, "status", "conditions")
         completed = next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == messages.CONDITION_COMPLETED), None) if isinstance(conditions, list) else None
         reason = _text(completed, "reason")
@@ -613,7 +622,7 @@ def _pending_check(
             continue
         judged += 1
         label = _run_label(run.namespace, run.name)
-        rv = int(run.resource_version) if run.resource_version.isdigit() else 0
+        rv = _version_number(run.resource_version)
         planned = plan_cycle(take(state, EMPTY_LEDGER, RunKey(run.namespace, run.name), now, config))
         if not is_successful(planned):
             violations.append(Violation("final_state", rv, label, "", f"the planner errs on this Run: {planned.failure().message}"))

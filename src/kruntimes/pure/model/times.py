@@ -7,6 +7,7 @@ This is a purely computational module: it never reads the clock.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
@@ -22,22 +23,43 @@ _UNIT_NANOS: Final = {
 }
 _GO_LIMIT: Final = 1 << 63
 """Go holds a duration in int64 nanoseconds: magnitudes up to 2^63 (negative) or 2^63 − 1."""
+_GO_LIMIT_DIGITS: Final = len(str(_GO_LIMIT))
 _DIGITS: Final = frozenset("0123456789")
+
+MAX_TIME_LENGTH: Final = 64
+"""Characters in a time's text: ``2006-01-02T15:04:05.999999999-07:00`` has 35. Go reads any
+number of fraction digits; beyond this the time is refused (SPEC §1, revision 3)."""
+MAX_DURATION_LENGTH: Final = 128
+"""Characters in a duration's text: ``2562047h47m16.854775807s``, the largest Go holds, has 24.
+Go reads any number of leading zeros or fraction digits; beyond this the duration is refused
+before any digit is converted (SPEC §1, revision 3)."""
+
+# RFC 3339 exactly as Go's time.Parse reads it with time.RFC3339 or time.RFC3339Nano
+# (its parseRFC3339): four-digit year, two-digit fields, hours 00-23, minutes and
+# seconds 00-59, an upper-case T, an optional fraction of one or more digits, then Z or
+# ±hh:mm within ±23:59. ASCII digits only ([0-9], not \d). The calendar date itself is
+# checked by ``fromisoformat``, which reads every text this matches (and more).
+_RFC3339: Final = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
 
 
 def parse_time(text: str) -> datetime | None:
-    """Parse an RFC 3339 timestamp (``Z`` or an offset; optional fraction) to UTC."""
-    if not text or len(text) > 64 or "T" not in text.upper():
+    """Parse an RFC 3339 timestamp (``Z`` or an offset; optional fraction) to UTC.
+
+    Exactly the texts Go's ``time.Parse(time.RFC3339, …)`` reads in RFC 3339 form, so a
+    time the API server or upstream would refuse is refused here too: no ISO 8601
+    week or ordinal dates, no basic format, no lower-case ``t`` or ``z``, no missing
+    seconds or zone, hours 00–23, seconds 00–59, an offset within ±23:59. The fraction
+    is truncated to microseconds. Year 0000, which Python cannot hold, and texts longer
+    than :data:`MAX_TIME_LENGTH` are refused.
+    """
+    if len(text) > MAX_TIME_LENGTH or _RFC3339.fullmatch(text) is None:
         return None
     try:
-        parsed = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    try:
-        return parsed.astimezone(timezone.utc)
-    except (OverflowError, ValueError):
+        return datetime.fromisoformat(text).astimezone(timezone.utc)
+    except (OverflowError, ValueError):  # a day the month lacks; a year Python cannot hold
         return None
 
 
@@ -57,8 +79,9 @@ def parse_duration(text: str) -> timedelta | None:
     refused, as Go refuses it. Go resolves nanoseconds and ``timedelta``
     microseconds: a remainder finer than 1 µs rounds away from zero, so a
     non-zero duration (``1ns``) never becomes zero and never shorter than written.
+    A text longer than :data:`MAX_DURATION_LENGTH` is refused unread.
     """
-    if not text:
+    if not text or len(text) > MAX_DURATION_LENGTH:
         return None
     body = text
     negative = False
@@ -101,6 +124,8 @@ def _go_nanoseconds(body: str) -> int | None:
         unit = _UNIT_NANOS.get(body[unit_start:pos])
         if unit is None:
             return None
+        if len(whole_digits.lstrip("0")) > _GO_LIMIT_DIGITS:
+            return None  # past Go's range whatever the unit; and never more digits than int() takes
         whole = int(whole_digits) if whole_digits else 0
         if whole > _GO_LIMIT // unit:
             return None

@@ -50,6 +50,7 @@ from kruntimes.pure.readers.json import (
     get_optional_string,
     get_string,
     join,
+    loads,
     reading,
     wrong,
 )
@@ -637,8 +638,8 @@ def decode_line(text: str) -> Result[CycleRecord | TruncatedRecord, JsonError]:
     if len(text) > MAX_LINE:
         return Failure(JsonError("WrongType", "", f"line longer than {MAX_LINE} characters"))
     try:
-        document = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        document = loads(text)
+    except ValueError as exc:
         return Failure(JsonError("NotAnObject", "", f"not JSON: {exc}"))
     return reading(lambda: _line_from(document))
 

@@ -12,14 +12,20 @@ raise :class:`Invalid` carrying a :class:`JsonError`: the field's path, such as
 reader's internal control flow; :func:`reading` turns it into a ``Result`` at
 the reader's edge, so no exception leaves a reader.
 
+Decoding text: :func:`loads` is ``json.loads`` made total on what a server or a file
+can hold (an integer literal of any length, nesting of any depth), and
+:class:`OverlongNumber` is what an integer literal too long for Python becomes.
+
 This is a purely computational module with no side effects.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias, TypeVar, cast
+from typing import Final, Literal, TypeAlias, TypeVar, cast
 
 from returns.result import Failure, Result, Success
 
@@ -52,6 +58,93 @@ class Invalid(Exception):
         self.error = JsonError(reason, path, message)
 
 
+# --- decoding text ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OverlongNumber:
+    """An integer literal with more digits than Python turns into an ``int``
+    (``sys.get_int_max_str_digits()``: 4,300 unless changed), kept as its length.
+
+    ``int()`` raises ``ValueError`` on such a literal, and so does ``json.loads`` on a
+    document holding one: one hostile number would make a whole list unreadable. Kept
+    as this value instead, it is a value of no type any reader accepts, so the field
+    holding it is malformed like any field of a wrong type: a Run's request is invalid
+    (SPEC §1, revision 3), an unread field is ignored, a strict reader names the field.
+    """
+
+    digits: int
+
+
+def bounded_int(text: str) -> int | OverlongNumber:
+    """``int(text)`` for the digits of an integer literal; :class:`OverlongNumber` past Python's limit."""
+    try:
+        return int(text)
+    except ValueError:  # the literal's syntax is the caller's (a JSON or YAML scanner): only its length
+        return OverlongNumber(len(text.lstrip("+-")))
+
+
+MAX_DEPTH: Final = 512
+"""Levels of arrays and objects read in a document deeper than Python's recursion allows
+(``json.loads`` raises ``RecursionError`` just under 1,000 levels): a value nested deeper
+is read as ``null``. No field any reader reads is nested a tenth as deep."""
+
+# A JSON string (escapes included) or one bracket: what the depth of a document is made of.
+_STRUCTURE: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def loads(data: str | bytes) -> object:
+    """``json.loads`` that no JSON document makes raise anything but a ``ValueError`` for invalid JSON.
+
+    An integer literal longer than Python converts decodes to :class:`OverlongNumber`
+    (rather than failing the whole document), and a value nested deeper than Python's
+    recursion allows to ``null`` (past :data:`MAX_DEPTH` levels; rather than a
+    ``RecursionError``): one hostile object in a list leaves the others readable. The
+    common document costs what ``json.loads`` costs: the rest runs only after it refused.
+    """
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer literal past Python's digit limit (or undecodable bytes, raised again)
+        return _loads_bounded(data)
+    except RecursionError:
+        text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
+        return _loads_bounded(_cut_deeper_than(text, MAX_DEPTH))
+
+
+def _loads_bounded(data: str | bytes) -> object:
+    try:
+        return json.loads(data, parse_int=bounded_int)
+    except RecursionError:  # the caller's own stack was deep already
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _cut_deeper_than(text: str, limit: int) -> str:
+    """``text`` with every array or object that opens deeper than ``limit`` levels replaced by
+    ``null``; iterative, so any depth is cut. Invalid JSON stays invalid (``json.loads`` says where)."""
+    kept: list[str] = []
+    depth = 0
+    resume = 0  # where the text to keep starts again after a cut
+    for token in _STRUCTURE.finditer(text):
+        bracket = token.group()
+        if bracket[0] == '"':
+            continue
+        if bracket in "[{":
+            depth += 1
+            if depth == limit + 1:
+                kept.append(text[resume : token.start()])
+                kept.append("null")
+        else:
+            if depth == limit + 1:
+                resume = token.end()
+            depth -= 1
+    if depth > limit:
+        return text  # unclosed: not JSON whatever is cut, and json.loads says so
+    kept.append(text[resume:])
+    return "".join(kept)
+
+
 # --- paths ---------------------------------------------------------------------------
 
 
@@ -68,12 +161,20 @@ def at(path: str, index: int) -> str:
 # --- describing what was found ------------------------------------------------------
 
 
+_SHOWN_BITS: Final = 99
+"""Integers of at most this many bits (fewer than 2**99, at most 30 digits) are shown in messages."""
+
+
 def describe(value: object) -> str:
     """What a value is, for ``must be X, not <describe>``: numbers are shown, strings are not."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, OverlongNumber):
+        return f"a number of {value.digits} digits"
+    if isinstance(value, int) and value.bit_length() > _SHOWN_BITS:
+        return "a number of 30 digits or more"  # shown whole, it would make the message as long
     if isinstance(value, (int, float)):
         return f"the number {value!r}"
     if isinstance(value, str):
@@ -152,7 +253,8 @@ def expect_list(value: object, path: str) -> Sequence[object]:
 
 def expect_string(value: object, path: str, *, nonempty: bool = False, expected: str = "a string") -> str:
     if not isinstance(value, str):
-        hint = f' (quote it: "{value}")' if isinstance(value, (bool, int, float)) else ""
+        shown = isinstance(value, (bool, float)) or (isinstance(value, int) and value.bit_length() <= _SHOWN_BITS)
+        hint = f' (quote it: "{value}")' if shown else ""
         raise Invalid(path, f"must be {expected}, not {describe(value)}{hint}")
     if nonempty and not value:
         raise Invalid(path, "must be a non-empty string")
@@ -168,7 +270,10 @@ def expect_int(value: object, path: str) -> int:
 def expect_number(value: object, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise wrong(path, "a number", value)
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer past the largest float
+        raise Invalid(path, f"must be a number a float can hold, not {describe(value)}") from None
 
 
 def expect_bool(value: object, path: str) -> bool:

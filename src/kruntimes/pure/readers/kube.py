@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Final, Generic, NoReturn, TypeAlias, TypeVar, cast
 
@@ -49,9 +50,20 @@ from kruntimes.pure.model.objects import (
     frozen_labels,
     frozen_resources,
 )
-from kruntimes.pure.model.quantity import Amount, parse_nonnegative_integer, parse_quantity
-from kruntimes.pure.model.times import parse_duration, parse_time
-from kruntimes.pure.readers.json import JsonError, JsonReason, Invalid, as_list, as_map, at, join, map_of, text_of
+from kruntimes.pure.model.quantity import BOUNDS, MAX_LENGTH, Amount, Refusal, parse_quantity, read_quantity
+from kruntimes.pure.model.times import MAX_DURATION_LENGTH, parse_duration, parse_time
+from kruntimes.pure.readers.json import (
+    Invalid,
+    JsonError,
+    JsonReason,
+    OverlongNumber,
+    as_list,
+    as_map,
+    at,
+    join,
+    map_of,
+    text_of,
+)
 
 DecodeReason: TypeAlias = JsonReason
 
@@ -115,7 +127,7 @@ SHARED_LIMIT: Final = 1 << 16
 _shared_labels: Final[_Shared[tuple[tuple[str, str], ...], Labels]] = _Shared(SHARED_LIMIT)
 _shared_statuses: Final[_Shared[RunStatus, RunStatus]] = _Shared(SHARED_LIMIT)
 _shared_times: Final[_Shared[str, datetime | None]] = _Shared(SHARED_LIMIT)
-_shared_requests: Final[_Shared[tuple[tuple[str, object], ...], tuple[Resources, str | None]]] = _Shared(4096)
+_shared_requests: Final[_Shared[tuple[tuple[str, object], ...], tuple[Resources, str | None, str | None]]] = _Shared(4096)
 
 # --- lenient readers of Kubernetes fields ----------------------------------------------
 
@@ -183,15 +195,21 @@ def _conditions(value: object) -> tuple[Condition, ...]:
     return tuple(result)
 
 
-def _quantity_text(value: object) -> str | None:
-    """Quantities arrive as strings, or as JSON numbers from hand-written files."""
+_MAX_QUANTITY_BITS: Final = 4 * MAX_LENGTH
+"""An integer of more bits has more digits than a quantity's text may have: refused unconverted."""
+
+
+def _request_amount(value: object) -> Amount | Refusal:
+    """A request's quantity: a string, or a JSON number from a hand-written file."""
     if isinstance(value, str):
-        return value
+        return read_quantity(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        return Refusal.TOO_LONG if value.bit_length() > _MAX_QUANTITY_BITS else read_quantity(str(value))
+    if isinstance(value, OverlongNumber):
+        return Refusal.TOO_LONG
     if isinstance(value, float) and value == value and abs(value) < 1e18:
-        return repr(value)
-    return None
+        return read_quantity(repr(value))
+    return Refusal.MALFORMED
 
 
 def _metadata(obj: Mapping[str, object]) -> Result[tuple[Mapping[str, object], str, str, str], DecodeError]:
@@ -331,15 +349,31 @@ def decode_requests(value: object) -> tuple[Resources, str | None]:
     """SPEC §2: the usable requests, and the validation message when any entry is bad.
 
     The usable part (valid entries, zeros dropped, ``runs`` absent or zero → 1)
-    is what an *active* Run counts even when it is invalid.
+    is what an *active* Run counts even when it is invalid. An entry beyond the
+    quantity bounds is bad too (:func:`decode_requests_bounded` tells it apart).
+    """
+    requests, error, beyond = decode_requests_bounded(value)
+    return requests, error or beyond
+
+
+_Requests: TypeAlias = tuple[Resources, str | None, str | None]
+
+
+def decode_requests_bounded(value: object) -> _Requests:
+    """:func:`decode_requests`, with an entry beyond the quantity bounds reported apart.
+
+    Returns the usable requests, the SPEC §2 message for an entry that is not a
+    non-negative integer quantity (``InvalidResources``), and the message for an
+    entry beyond the bounds of ``quantity.BOUNDS`` (SPEC §1 revision 3: ``InvalidSpec``).
     """
     if value is None:
-        return ONE_RUN, None
+        return ONE_RUN, None, None
     entries = as_map(value)
     if entries is None:
         return (
             ONE_RUN,
             "spec.resources.requests must be a map of resource name to quantity",
+            None,
         )
     # Runs repeat a handful of request maps: decode each text form once (only all-string
     # maps are memoized, so 1, 1.0 and True can never share an entry).
@@ -363,27 +397,39 @@ def _bad_request_message(name: str) -> str:
     return f'resource request "{name}" must be a non-negative integer'
 
 
-def _requests_of(entries: Mapping[str, object]) -> tuple[Resources, str | None]:
+def _beyond_bounds_message(name: str, refusal: Refusal) -> str:
+    entry = f"(an entry named with {len(name)} characters)" if len(name) > MAX_RESOURCE_NAME else f'"{name}"'
+    return f"spec.resources.requests {entry} {refusal.value} ({BOUNDS})"
+
+
+def _requests_of(entries: Mapping[str, object]) -> _Requests:
     valid: dict[str, Amount] = {}
     bad: list[str] = []
+    beyond: dict[str, Refusal] = {}
     # YAML may carry non-string keys even where JSON cannot.
     for name, raw in cast(Mapping[object, object], entries).items():
         if not isinstance(name, str):
             continue
-        text = _quantity_text(raw)
-        amount = parse_nonnegative_integer(text) if text is not None else None
-        if amount is None:
+        amount = _request_amount(raw)
+        if isinstance(amount, Refusal):
+            if amount.beyond_bounds:
+                beyond[name] = amount
+            else:
+                bad.append(name)
+        elif isinstance(amount, Fraction) or amount < 0:
             bad.append(name)
         elif amount > 0:
             valid[name] = amount
     if not valid.get(RUNS_RESOURCE):
         valid[RUNS_RESOURCE] = 1
-    error = None
-    if bad:
-        error = _bad_request_message(min(bad))
+    error = _bad_request_message(min(bad)) if bad else None
+    beyond_error = None
+    if beyond:
+        first = min(beyond)
+        beyond_error = _beyond_bounds_message(first, beyond[first])
     if len(valid) == 1 and valid[RUNS_RESOURCE] == 1:
-        return ONE_RUN, error  # the common request: one shared map instead of one per Run
-    return frozen_resources(valid), error
+        return ONE_RUN, error, beyond_error  # the common request: one shared map instead of one per Run
+    return frozen_resources(valid), error, beyond_error
 
 
 # --- affinity (SPEC §3.5) -------------------------------------------------------------------
@@ -678,7 +724,7 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
         spec_error = spec_error or f"spec.runtime must be made of {_NAME_CHARACTERS}"
     resources = spec.get("resources")
     resources_map = as_map(resources)
-    requests, requests_error = decode_requests((resources_map or {}).get("requests"))
+    requests, requests_error, requests_beyond = decode_requests_bounded((resources_map or {}).get("requests"))
     if resources is not None and resources_map is None:
         requests_error = "spec.resources must be an object"
     affinity_result = decode_affinity(spec.get("affinity"))
@@ -690,8 +736,19 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
     if not isinstance(cancel, bool):
         spec_error = spec_error or "spec.cancelRequested must be a boolean"
         cancel = False
+    spec_error = spec_error or requests_beyond
     retry = map_of(spec, "retryPolicy")
     backoff_text = retry.get("backoff")
+    backoff = None
+    if isinstance(backoff_text, str):
+        if len(backoff_text) > MAX_DURATION_LENGTH:
+            spec_error = spec_error or (
+                f"spec.retryPolicy.backoff is longer than {MAX_DURATION_LENGTH} characters "
+                "(a Go duration such as 500ms, 15s or 1m30s)"
+            )
+        else:
+            # one Go refuses (not a duration, or past its range) counts as absent: base 1 s (SPEC §3.6)
+            backoff = parse_duration(backoff_text)
     return Run(
         namespace=namespace,
         name=name,
@@ -706,7 +763,7 @@ def _run_from(obj: Mapping[str, object], meta: Mapping[str, object], namespace: 
         affinity_error=affinity_error,
         workspace=workspace,
         cancel_requested=cancel,
-        retry_backoff=parse_duration(backoff_text) if isinstance(backoff_text, str) else None,
+        retry_backoff=backoff,
         spec_error=spec_error,
         status=_status(obj.get("status")),
     )

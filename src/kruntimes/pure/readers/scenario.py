@@ -23,6 +23,7 @@ from kruntimes.pure.readers.json import (
     Invalid,
     JsonError,
     at,
+    describe,
     expect_int,
     expect_list,
     expect_map,
@@ -45,7 +46,7 @@ from kruntimes.pure.model.objects import (
     frozen_resources,
 )
 from kruntimes.pure.model.quantity import Amount, parse_nonnegative_integer
-from kruntimes.pure.model.times import format_time, parse_duration, parse_time
+from kruntimes.pure.model.times import MAX_DURATION_LENGTH, format_time, parse_duration, parse_time
 
 
 DEFAULT_NAMESPACE: Final = "default"
@@ -192,7 +193,8 @@ def _object(value: object, path: str, now: datetime) -> Object:
 
 
 def _check_run_spec(obj: Mapping[str, object], path: str) -> None:
-    """Only what a Run's decoder would drop silently; other spec problems fail the Run in a cycle."""
+    """Only what a Run's decoder would drop silently; other spec problems fail the Run in a cycle
+    (a backoff longer than the bound among them: the scheduler fails such a Run, so does simulate)."""
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
         return
@@ -201,8 +203,9 @@ def _check_run_spec(obj: Mapping[str, object], path: str) -> None:
         backoff = cast(Mapping[str, object], retry).get("backoff")
         if backoff is not None:
             here = join(path, "spec.retryPolicy.backoff")
-            if parse_duration(expect_string(backoff, here)) is None:
-                raise Invalid(here, f"must be a Go duration such as 500ms, 15s or 1m, not {backoff!r}")
+            text = expect_string(backoff, here)
+            if len(text) <= MAX_DURATION_LENGTH and parse_duration(text) is None:
+                raise Invalid(here, f"must be a Go duration such as 500ms, 15s or 1m, not {text!r}")
 
 
 def _config(value: object, path: str) -> SchedulerConfig:
@@ -264,7 +267,8 @@ def _reservation(value: object, path: str, objects: Sequence[Object]) -> Reserva
             quantity = str(raw) if isinstance(raw, int) and not isinstance(raw, bool) else raw
             amount = parse_nonnegative_integer(quantity) if isinstance(quantity, str) else None
             if amount is None:
-                raise Invalid(join(here, name), f"must be a non-negative integer quantity, not {raw!r}")
+                shown = repr(raw[:64]) if isinstance(raw, str) else describe(raw)
+                raise Invalid(join(here, name), f"must be a non-negative integer quantity, not {shown}")
             if amount:
                 amounts[name] = amount
         requests = frozen_resources(amounts)
