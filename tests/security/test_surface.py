@@ -187,6 +187,8 @@ def test_rbac_is_exactly_what_the_scheduler_uses(cluster: DevCluster, tmp_path: 
     with scheduler(cluster, tmp_path, identity="rbac", leader_election=election, event_repeat_interval=0.1, ambiguous_hold=0.5) as running:
         assert running.wait_leading(10)
         _pod(cluster, "p0")
+        # seen before any Run is planned, so the first status write for "bound" is its bind
+        wait_until(lambda: running.state.get().pod("team-a", "p0") is not None, what="the pod seen by the scheduler")
         # the first bind's answer is a 500: its outcome is unknown until a read of the Run settles it
         cluster.faults.error(500, "runs", subresource="status", verbs=("patch",), count=1, name="bound")
         create(cluster, WORKSPACES, "team-a", {"metadata": {"name": "ws"}, "spec": {"runtime": "python", "mode": "RuntimePodLocal"}})
