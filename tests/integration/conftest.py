@@ -20,7 +20,12 @@ from kruntimes.devcluster import DevCluster, SimulatorSettings
 from kruntimes.effects.kube import Kube, load_configuration
 from kruntimes.effects.runner import Scheduler, SchedulerOptions
 
+from tests.controlplane import session as controlplane
+from tests.controlplane.server import ControlPlane
+from tests.realserver.support import REPO, apply_rendered
+
 from .helpers import TEST_AGENT
+from .servers import RealCluster
 
 SchedulerFactory = Callable[..., Scheduler]
 
@@ -39,8 +44,15 @@ def bare_cluster() -> Iterator[DevCluster]:
         yield running
 
 
-def _client(cluster: DevCluster, directory: Path, agent: str) -> Kube:
+def _client(cluster: DevCluster | RealCluster, directory: Path, agent: str) -> Kube:
     loaded = load_configuration(str(cluster.kubeconfig_path(directory))).unwrap()
+    return Kube(loaded.configuration, request_timeout=10, user_agent=agent)
+
+
+def _scheduler_client(cluster: DevCluster | RealCluster, directory: Path, agent: str) -> Kube:
+    """On the real server the scheduler runs on its own ServiceAccount's token, under deploy/ RBAC."""
+    path = cluster.scheduler_kubeconfig(directory) if isinstance(cluster, RealCluster) else cluster.kubeconfig_path(directory)
+    loaded = load_configuration(str(path)).unwrap()
     return Kube(loaded.configuration, request_timeout=10, user_agent=agent)
 
 
@@ -58,7 +70,7 @@ def bare_kube(bare_cluster: DevCluster, tmp_path: Path) -> Iterator[Kube]:
     client.close()
 
 
-def _factory(cluster: DevCluster, tmp_path: Path) -> Iterator[SchedulerFactory]:
+def _factory(cluster: DevCluster | RealCluster, tmp_path: Path) -> Iterator[SchedulerFactory]:
     started: list[tuple[Scheduler, Kube]] = []
 
     def start(**overrides: Any) -> Scheduler:
@@ -72,7 +84,7 @@ def _factory(cluster: DevCluster, tmp_path: Path) -> Iterator[SchedulerFactory]:
             watch_timeout=30,
         )
         options = dataclasses.replace(options, **overrides)
-        client = _client(cluster, tmp_path, f"kruntimes-scheduler/{identity}")
+        client = _scheduler_client(cluster, tmp_path, f"kruntimes-scheduler/{identity}")
         scheduler = Scheduler(client, options)
         scheduler.start()
         started.append((scheduler, client))
@@ -102,3 +114,65 @@ def scheduler(cluster: DevCluster, tmp_path: Path) -> Iterator[SchedulerFactory]
 @pytest.fixture
 def bare_scheduler(bare_cluster: DevCluster, tmp_path: Path) -> Iterator[SchedulerFactory]:
     yield from _factory(bare_cluster, tmp_path)
+
+
+# --- the same tests on both servers -------------------------------------------------------------
+
+Server = DevCluster | RealCluster
+
+
+@pytest.fixture(scope="module")
+def real_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A real control plane of this module's own (its tests share its default namespace in turn)."""
+    for plane in controlplane.private(tmp_path_factory.mktemp("controlplane")):
+        apply_rendered(plane, REPO / "deploy")
+        yield plane
+
+
+def _server(request: pytest.FixtureRequest, *, simulate: bool) -> Iterator[Server]:
+    if request.param == "dev":
+        simulator = SimulatorSettings(heartbeat_interval=1.0) if simulate else None
+        with DevCluster.start(simulator=simulator, bookmark_interval=1.0) as running:
+            yield running
+        return
+    real = RealCluster(request.getfixturevalue("real_plane"), simulate=simulate)
+    try:
+        yield real
+    finally:
+        real.close()
+
+
+@pytest.fixture(params=["dev", "real"])
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """The dev cluster, then the real kube-apiserver; Runtime Pods kept Ready by a simulator on each."""
+    yield from _server(request, simulate=True)
+
+
+@pytest.fixture(params=["dev", "real"])
+def bare_server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """Either server with no simulator: only what the test writes exists."""
+    yield from _server(request, simulate=False)
+
+
+@pytest.fixture
+def server_kube(server: Server, tmp_path: Path) -> Iterator[Kube]:
+    client = _client(server, tmp_path, TEST_AGENT)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def bare_server_kube(bare_server: Server, tmp_path: Path) -> Iterator[Kube]:
+    client = _client(bare_server, tmp_path, TEST_AGENT)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def server_scheduler(server: Server, tmp_path: Path) -> Iterator[SchedulerFactory]:
+    yield from _factory(server, tmp_path)
+
+
+@pytest.fixture
+def bare_server_scheduler(bare_server: Server, tmp_path: Path) -> Iterator[SchedulerFactory]:
+    yield from _factory(bare_server, tmp_path)

@@ -11,7 +11,9 @@ from typing import Any, TypeVar, cast
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, JSONObject, Kube
 from kruntimes.pure.model.times import format_time
-from tests.polling import wait_until as wait_until  # re-exported for the integration tests
+from tests.polling import wait_until as wait_until
+
+from .servers import RealCluster  # re-exported for the integration tests
 
 T = TypeVar("T")
 NS = "default"
@@ -162,11 +164,11 @@ def set_workspace_status(kube: Kube, name: str, phase: str, pod: str | None = No
 # --- the write history ------------------------------------------------------------------
 
 
-def run_writes(cluster: DevCluster) -> list[Any]:
+def run_writes(cluster: DevCluster | RealCluster) -> list[Any]:
     return [w for w in cluster.history() if w.resource.plural == "runs"]
 
 
-def max_usage_by_pod(cluster: DevCluster, namespace: str = NS) -> dict[str, int]:
+def max_usage_by_pod(cluster: DevCluster | RealCluster, namespace: str = NS) -> dict[str, int]:
     """The most Runs (by ``runs`` request, default 1) ever active at once on each pod, over every
     committed version of every Run, in commit order."""
     active: dict[str, tuple[str, int]] = {}

@@ -1,0 +1,123 @@
+"""The real kube-apiserver in the shape the integration tests use the dev cluster.
+
+A test written against ``server`` (see conftest) runs twice: on the dev cluster, and on a real
+control plane of its module's own, with deploy/ applied and the scheduler on its ServiceAccount's
+token (so deploy/ RBAC judges every request it makes). The Runtime controller and runtimed are
+played by ``kruntimes.runtimesim`` as an API client; the commit history the dev cluster records
+is read from a watch of Runs opened before the test's first write (a watch delivers every
+version, in commit order).
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from kruntimes.effects.kube import RUNS, JSONObject, Kube, load_configuration, resource_version_of
+from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
+from tests.controlplane.server import ControlPlane
+from tests.realserver.support import Events
+
+NAMESPACE: Final = "default"
+SCHEDULER_ACCOUNT: Final = ("kruntimes-system", "kruntimes-scheduler")
+_COLLECTIONS: Final = (
+    "/apis/kruntimes.io/v1alpha1/namespaces/default/runs",
+    "/apis/kruntimes.io/v1alpha1/namespaces/default/runtimes",
+    "/apis/kruntimes.io/v1alpha1/namespaces/default/persistentworkspaces",
+    "/api/v1/namespaces/default/pods",
+    "/api/v1/namespaces/default/events",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Resource:
+    plural: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunVersion:
+    """One committed version of a Run, as ``DevCluster.history`` gives it (the fields tests read)."""
+
+    resource: _Resource
+    event_type: str
+    namespace: str
+    name: str
+    object: JSONObject
+
+
+def admin_client(plane: ControlPlane) -> Kube:
+    return Kube(load_configuration(str(plane.admin_kubeconfig)).unwrap().configuration, request_timeout=10,
+                user_agent="kruntimes-tests")
+
+
+class RealCluster:
+    """One test's view of a real control plane: the ``default`` namespace emptied for it."""
+
+    name: Final = "real"
+
+    def __init__(self, plane: ControlPlane, *, simulate: bool) -> None:
+        self.plane = plane
+        self.admin = admin_client(plane)
+        for collection in _COLLECTIONS:  # what the module's earlier tests left
+            self.admin.request("DELETE", collection)
+        _, version = self.admin.list(RUNS.path(NAMESPACE)).unwrap()
+        self._runs = Events(self.admin.watch(RUNS.path(NAMESPACE), version, timeout_seconds=600, bookmarks=False))
+        self._seen: list[RunVersion] = []
+        self.simulator: SimulatorClient | None = None
+        if simulate:
+            self.simulator = SimulatorClient(
+                admin_client(plane),
+                ClientSettings(namespace=NAMESPACE, follow_runtimes=True, heartbeat_interval=1.0, runs=None, qps=0),
+            )
+            self.simulator.start()
+            assert self.simulator.wait_synced(30), "the runtime simulator did not sync"
+
+    def kubeconfig_path(self, directory: Path, *, namespace: str = NAMESPACE) -> Path:
+        """The admin's kubeconfig: what a test writes with."""
+        return self.plane.admin_kubeconfig
+
+    def scheduler_kubeconfig(self, directory: Path) -> Path:
+        """The scheduler's own ServiceAccount token: deploy/ RBAC applies to all it does."""
+        return self.plane.service_account_kubeconfig(directory / "scheduler.kubeconfig", *SCHEDULER_ACCOUNT)
+
+    def add_runtime(self, name: str, *, replicas: int = 1, capacity: Mapping[str, str] | None = None,
+                    namespace: str = NAMESPACE) -> JSONObject:
+        body: dict[str, Any] = {
+            "apiVersion": "kruntimes.io/v1alpha1",
+            "kind": "Runtime",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": replicas,
+                "capacity": {"resources": dict(capacity or {"runs": "2"})},
+                "template": {"spec": {"containers": [{"name": "runtime", "image": "kruntimes/runtime:test"}]}},
+            },
+        }
+        return self.admin.create(f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runtimes", body).unwrap()
+
+    def history(self) -> list[RunVersion]:
+        """Every version of every Run committed since this view opened, in commit order: read until
+        the watch has delivered the newest version a list shows now."""
+        items, _ = self.admin.list(RUNS.path(NAMESPACE)).unwrap()
+        newest = max((int(resource_version_of(item)) for item in items), default=0)
+        deadline = time.monotonic() + 30
+        while not self._seen or int(resource_version_of(self._seen[-1].object)) < newest:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the watch of Runs did not reach resourceVersion {newest}")
+            try:
+                event = self._runs.queue.get(timeout=1)
+            except queue.Empty:
+                continue
+            meta = event.object.get("metadata")
+            assert isinstance(meta, Mapping)
+            self._seen.append(RunVersion(_Resource("runs"), event.type, str(meta.get("namespace")), str(meta.get("name")), event.object))
+        return list(self._seen)
+
+    def close(self) -> None:
+        if self.simulator is not None:
+            self.simulator.stop()
+        self._runs.stop()
+        self.admin.close()
