@@ -10,10 +10,9 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import Kube
 
-from .conftest import SchedulerFactory
+from .conftest import SchedulerFactory, Server
 from .helpers import assigned, create_run, http_get, ready_pods, wait_until
 
 ALERTS = Path(__file__).resolve().parents[2] / "deploy" / "components" / "alerts"
@@ -52,13 +51,13 @@ def alert_exprs() -> list[str]:
 
 
 def test_every_dashboard_and_alert_query_names_a_metric_the_scheduler_exports(
-    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+    server: Server, server_kube: Kube, server_scheduler: SchedulerFactory
 ) -> None:
-    cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
-    wait_until(lambda: ready_pods(kube) == 1, what="pod")
-    sched = scheduler()
-    create_run(kube, "dash-1")
-    wait_until(lambda: assigned(kube, "dash-1"), what="bind")
+    server.add_runtime("python", replicas=1, capacity={"runs": "1"})
+    wait_until(lambda: ready_pods(server_kube) == 1, what="pod")
+    sched = server_scheduler()
+    create_run(server_kube, "dash-1")
+    wait_until(lambda: assigned(server_kube, "dash-1"), what="bind")
     assert sched.metrics_url is not None
     status, text = http_get(f"{sched.metrics_url}/metrics")
     assert status == 200

@@ -8,13 +8,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kruntimes.cli import main as cli_main
-from kruntimes.devcluster import DevCluster
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.kube import Kube
 
 from tests.operator_metrics import OPERATOR_LABELS, RUNTIME_PREFIXES, base_name
 
-from .conftest import SchedulerFactory
+from .conftest import SchedulerFactory, Server
 from .helpers import ready_pods, assigned, create_run, http_get, wait_until, waiting
 
 COUNTERS = {
@@ -37,20 +36,20 @@ COUNTERS = {
 HISTOGRAMS = ("kruntimes_scheduler_sync_duration_seconds", "kruntimes_scheduler_run_queue_duration_seconds")
 
 
-def _pods(kube: Kube) -> int:
-    return ready_pods(kube)
+def _pods(server_kube: Kube) -> int:
+    return ready_pods(server_kube)
 
 
 def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
-    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+    server: Server, server_kube: Kube, server_scheduler: SchedulerFactory
 ) -> None:
-    cluster.add_runtime("python", replicas=1, capacity={"runs": "1"})
-    wait_until(lambda: _pods(kube) == 1, what="pod")
-    sched = scheduler()
-    create_run(kube, "m-1")
-    wait_until(lambda: assigned(kube, "m-1"), what="bind")
-    create_run(kube, "m-2", labels={"team": "secret-team"})
-    wait_until(lambda: waiting(kube, "m-2"), what="wait")
+    server.add_runtime("python", replicas=1, capacity={"runs": "1"})
+    wait_until(lambda: _pods(server_kube) == 1, what="pod")
+    sched = server_scheduler()
+    create_run(server_kube, "m-1")
+    wait_until(lambda: assigned(server_kube, "m-1"), what="bind")
+    create_run(server_kube, "m-2", labels={"team": "secret-team"})
+    wait_until(lambda: waiting(server_kube, "m-2"), what="wait")
     assert sched.metrics_url is not None and sched.health_url is not None
     status, text = http_get(f"{sched.metrics_url}/metrics")
     assert status == 200
@@ -89,8 +88,8 @@ def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
     assert sched.metrics.value("kruntimes_scheduler_sync_total", {"result": "scheduled"}) == 1
 
 
-def test_probes_answer_on_their_own_port(cluster: DevCluster, scheduler: SchedulerFactory) -> None:
-    sched = scheduler()
+def test_probes_answer_on_their_own_port(server: Server, server_scheduler: SchedulerFactory) -> None:
+    sched = server_scheduler()
     assert sched.metrics_url is not None and sched.health_url is not None
     assert http_get(f"{sched.health_url}/healthz") == (200, "ok\n")
     assert http_get(f"{sched.health_url}/readyz") == (200, "ok\n")
@@ -98,11 +97,11 @@ def test_probes_answer_on_their_own_port(cluster: DevCluster, scheduler: Schedul
     assert http_get(f"{sched.metrics_url}/healthz")[0] == 404
 
 
-def test_the_schedulers_threads_carry_their_names_in_the_kernel(cluster: DevCluster, scheduler: SchedulerFactory) -> None:
+def test_the_schedulers_threads_carry_their_names_in_the_kernel(server: Server, server_scheduler: SchedulerFactory) -> None:
     # what `top -H -p PID` and `ps -L -p PID` show an operator looking for the thread that spends the CPU
     if not Path("/proc/thread-self/comm").exists():
         pytest.skip("no /proc/thread-self on this OS")
-    scheduler(workers=2)
+    server_scheduler(workers=2)
     expected = {"informer-runs", "informer-pods", "informer-worksp", "worker-1-0", "worker-1-1", "safety-net-1",
                 "event-recorder", "metrics-http"}
 
@@ -119,19 +118,19 @@ def test_the_schedulers_threads_carry_their_names_in_the_kernel(cluster: DevClus
 
 
 def test_the_cycle_log_of_a_run_replays_with_every_record_identical(
-    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory, tmp_path: Path
+    server: Server, server_kube: Kube, server_scheduler: SchedulerFactory, tmp_path: Path
 ) -> None:
-    cluster.add_runtime("python", replicas=2, capacity={"runs": "2"})
-    wait_until(lambda: _pods(kube) == 2, what="pods")
+    server.add_runtime("python", replicas=2, capacity={"runs": "2"})
+    wait_until(lambda: _pods(server_kube) == 2, what="pods")
     log = tmp_path / "decisions.jsonl"
-    sched = scheduler(cycle_log=log)
+    sched = server_scheduler(cycle_log=log)
     affinity = {"runAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 50, "runAffinityTerm": {"labelSelector": {"matchLabels": {"g": "1"}}, "topologyKey": "kruntimes.io/runtime-pod"}}
     ]}}
     for i in range(6):
-        create_run(kube, f"c-{i}", labels={"g": "1"}, affinity=affinity)
-    wait_until(lambda: sum(1 for i in range(6) if assigned(kube, f"c-{i}")) == 4, what="four bound")
-    wait_until(lambda: all(assigned(kube, f"c-{i}") or waiting(kube, f"c-{i}") for i in range(6)), what="decided")
+        create_run(server_kube, f"c-{i}", labels={"g": "1"}, affinity=affinity)
+    wait_until(lambda: sum(1 for i in range(6) if assigned(server_kube, f"c-{i}")) == 4, what="four bound")
+    wait_until(lambda: all(assigned(server_kube, f"c-{i}") or waiting(server_kube, f"c-{i}") for i in range(6)), what="decided")
     writer = sched.cycle_log
     assert writer is not None and writer.written >= 6
     assert cli_main(["replay", str(log)]) == 0
