@@ -38,7 +38,7 @@ import json
 import logging
 import ssl
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Final, Literal, final

@@ -13,7 +13,7 @@ from tests.controlplane import session as controlplane
 from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane
 
-from .support import REPO, SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT, kubectl
+from .support import REPO, SCHEDULER_NAMESPACE, SCHEDULER_SERVICE_ACCOUNT, SchedulerProcess, kubectl
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +53,31 @@ def fault_proxy(control_plane: ControlPlane) -> Iterator[FaultProxy]:
     with FaultProxy.before(control_plane) as proxy:
         yield proxy
     assert proxy.failures == [], "the proxy itself failed"
+
+
+@pytest.fixture
+def scheduler_log(scheduler_kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """``kruntimes scheduler`` under deploy/ RBAC for ``namespace``, ready and leading; its log.
+    A request the API server refused (401, 403) anywhere in that log fails the test."""
+    # deploy/ grants the one Lease the Deployment uses, so a test of its own may not elect on another
+    running = SchedulerProcess.start(
+        scheduler_kubeconfig, tmp_path / "scheduler.log", "--namespace", namespace, "--leader-elect=false",
+        "--metrics-bind-address", "0",
+    )
+    try:
+        running.wait_ready()  # from now on each new Run is planned by its own event
+        yield running.log
+    finally:
+        assert running.stop() == 0, running.tail()
+    assert not running.refused_requests(), running.refused_requests()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[SchedulerProcess]]:
+    """Scheduler processes a test starts: stopped at the end, and none may have had a request refused."""
+    started: list[SchedulerProcess] = []
+    yield started
+    for process in started:
+        process.stop()
+    for process in started:
+        assert not process.refused_requests(), process.refused_requests()

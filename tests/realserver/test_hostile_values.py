@@ -3,38 +3,16 @@ revision 3): one such object fails alone, and every other object is scheduled as
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.controlplane.server import ControlPlane
 from tests.polling import wait_until
 
 from .support import create, ready_runtime_pod, run_manifest, runs
 
-KRUNTIMES = Path(sys.executable).with_name("kruntimes")
 PAST_PYTHON = 5_000
 """More digits than Python's ``int()`` converts (4,300)."""
-
-
-@pytest.fixture
-def scheduler(scheduler_kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Path]:
-    log = tmp_path / "scheduler.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(KRUNTIMES), "scheduler", "--kubeconfig", str(scheduler_kubeconfig), "--namespace", namespace,
-             "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--log-format", "json"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        yield log
-    finally:
-        proc.terminate()
-        assert proc.wait(30) == 0, log.read_text()[-3000:]
 
 
 def _completed(run: dict[str, Any]) -> tuple[str, str, str]:
@@ -44,7 +22,7 @@ def _completed(run: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def test_runs_and_pods_holding_numbers_past_pythons_limit_fail_alone_and_scheduling_goes_on(
-    deployed: ControlPlane, namespace: str, scheduler: Path
+    deployed: ControlPlane, namespace: str, scheduler_log: Path
 ) -> None:
     runs_path = f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs"
     # the CRD's schema admits all three: a string backoff, a quantity matching its pattern

@@ -9,10 +9,7 @@ import ssl
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.controlplane.server import ControlPlane, free_port
 from tests.deploy.manifests import overlay
@@ -40,16 +37,6 @@ def _phase(plane: ControlPlane, namespace: str, name: str) -> str:
 
 def _run(plane: ControlPlane, namespace: str, name: str) -> None:
     create(plane, f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs", run_manifest(namespace, name, "python"))
-
-
-@pytest.fixture
-def processes() -> Iterator[list[SchedulerProcess]]:
-    started: list[SchedulerProcess] = []
-    yield started
-    for process in started:
-        process.stop()
-    for process in started:
-        assert not process.refused_requests(), process.refused_requests()
 
 
 def _kubeconfig(plane: ControlPlane, tmp_path: Path, name: str = "scheduler") -> Path:

@@ -11,11 +11,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kruntimes.effects.kube import Kube, load_configuration
 from kruntimes.runtimesim import decide
@@ -63,25 +60,6 @@ def runs(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     listed = plane.request("GET", f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs")
     assert isinstance(listed, dict)
     return list(listed["items"])
-
-
-@pytest.fixture
-def scheduler_log(scheduler_kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[Path]:
-    """The scheduler under deploy/ RBAC for ``namespace``; its log, checked for 403s at the end."""
-    log = tmp_path / "scheduler.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(KRUNTIMES), "scheduler", "--kubeconfig", str(scheduler_kubeconfig), "--namespace", namespace,
-             "--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--log-format", "json"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        yield log
-    finally:
-        proc.terminate()
-        assert proc.wait(30) == 0, log.read_text()[-3000:]
-    text = log.read_text()
-    assert "forbidden" not in text.lower() and " 403" not in text, text[-3000:]
 
 
 def test_a_burst_drains_through_the_scheduler_onto_simulated_pods_each_under_its_own_rbac(

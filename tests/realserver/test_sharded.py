@@ -8,11 +8,11 @@ from tests.controlplane.server import ControlPlane
 from tests.polling import wait_until
 
 from .support import REPO, SchedulerProcess, apply_rendered, kubectl, ready_runtime_pod
-from .test_modes import ELECTION, _kubeconfig, _namespace, _phase, _run, processes  # noqa: F401 (a fixture)
+from .test_modes import ELECTION, _kubeconfig, _namespace, _phase, _run
 
 
 def test_sharded_replicas_split_the_namespaces_and_take_over_a_killed_ones(
-    private_plane: ControlPlane, tmp_path: Path, processes: list[SchedulerProcess]  # noqa: F811
+    private_plane: ControlPlane, tmp_path: Path, processes: list[SchedulerProcess]
 ) -> None:
     plane = private_plane
     kubectl(plane, "apply", "--server-side", "-f", str(REPO / "deploy" / "crds"))
