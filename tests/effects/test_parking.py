@@ -64,3 +64,38 @@ def test_a_backlog_of_several_chunks_is_admitted_from_its_head_in_queue_order() 
         admitted.extend(parking.activate(head[:5]))
     assert admitted == [key for key in keys if key not in forgotten]
     assert len(parking) == 0
+
+
+fit_operations = st.lists(
+    st.tuples(st.sampled_from(("park", "activate", "fit")), st.integers(0, 20), st.integers(1, 3), st.sampled_from(REASONS)),
+    max_size=80,
+)
+
+
+@given(ops=fit_operations)
+def test_a_pod_that_can_hold_runs_parked_unfit_moves_those_and_only_those_to_wait_for_room(
+    ops: list[tuple[str, int, int, ParkReason]],
+) -> None:
+    """Runs ask for one to three slots; a pod of ``size`` slots appears now and then. The Runs
+    parked ``unfit`` that it could hold empty join the ``capacity`` line in queue order; the
+    others stay ``unfit``, whatever was parked, moved or activated before."""
+    parking = Parking(clock=lambda: 0.0, line_chunk=2)
+    model: dict[RunKey, tuple[tuple[int, str, str], ParkReason, int]] = {}
+    for op, n, size, reason in ops:
+        key = RunKey("ns", f"r{n:02d}")
+        if op == "park":
+            order = (n % 7, "ns", key.name)
+            assert parking.park(key, "py", reason, order, requests={"runs": size})
+            model[key] = (order, reason, size)
+        elif op == "activate":
+            assert parking.activate([key]) == ([key] if key in model else [])
+            model.pop(key, None)
+        else:
+            moving = {k for k, (_, r, s) in model.items() if r == "unfit" and s <= size}
+            assert parking.fit("ns", "py", {"runs": size}) == len(moving)
+            for k in moving:
+                model[k] = (model[k][0], "capacity", model[k][2])
+    for reason in REASONS:
+        expected = sorted((order, key) for key, (order, r, _) in model.items() if r == reason)
+        assert parking.parked("ns", "py", (reason,), 256) == tuple(key for _, key in expected)
+    assert parking.fit("ns", "py", {}) == 0  # a pod with nothing to offer holds none of them

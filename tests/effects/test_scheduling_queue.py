@@ -231,6 +231,63 @@ def test_a_run_no_pod_could_hold_waits_for_a_pod_that_can_not_for_releases() -> 
     assert harness.ready() == ["huge"]
 
 
+def bind_one_by_one(harness: Harness, count: int, pod: str, created: dict[str, int], runs: str = "1") -> list[str]:
+    """Play cycles until ``count`` Runs have bound, each finishing as soon as its bind is seen, so
+    every freed slot goes to whichever Run the queue admits next; the names in bind order."""
+    bound: list[str] = []
+    version = 10
+    while len(bound) < count:
+        cycled = harness.cycle()
+        assert cycled is not None, f"nothing to plan after {bound}: {harness.queue.parking.counts()} parked"
+        key, step = cycled
+        if step.settled.outcome != "scheduled":
+            continue
+        bound.append(key.name)
+        for phase in ("Running", "Succeeded"):
+            version += 1
+            finished = decoded_run(
+                key.name, phase=phase, assigned_pod=pod, created=at(created[key.name]), requests={"runs": runs},
+                resource_version=str(version),
+            )
+            harness.event("MODIFIED", finished)
+    return bound
+
+
+def test_runs_that_waited_for_pods_bind_in_line_as_slots_free_not_behind_later_runs() -> None:
+    """Six Runs are planned while no Runtime Pod exists. A pod with two slots appears and takes the
+    first two; a Run created later finds it full. Each freed slot then goes to the next of the six,
+    in creation order, before the later Run — with no help from the safety net."""
+    created = {f"r{i}": i for i in range(6)} | {"late": 100}
+    harness = Harness()
+    for i in range(6):
+        harness.event("ADDED", decoded_run(f"r{i}", created=at(i)))
+    for _ in range(6):
+        cycled = harness.cycle()
+        assert cycled is not None and cycled[1].settled.outcome == "waiting"
+    harness.event("ADDED", decoded_pod("a", capacity={"runs": "2"}))
+    harness.event("ADDED", decoded_run("late", created=at(100)))
+    assert bind_one_by_one(harness, 7, "a", created) == ["r0", "r1", "r2", "r3", "r4", "r5", "late"]
+    assert harness.queue.sweep() == 0 and len(harness.queue.parking) == 0
+
+
+def test_runs_too_large_for_every_pod_bind_in_line_once_a_pod_grows_to_hold_them() -> None:
+    """Four Runs ask for two slots of a runtime whose only pod has one. The pod grows to four: it
+    takes the first two, and as they finish the other two follow in creation order, ahead of a
+    later Run of the same size that found the pod full."""
+    created = {f"r{i}": i for i in range(4)} | {"late": 100}
+    harness = Harness(decoded_pod("a", capacity={"runs": "1"}, resource_version="1"))
+    for i in range(4):
+        harness.event("ADDED", decoded_run(f"r{i}", requests={"runs": "2"}, created=at(i)))
+    for _ in range(4):
+        cycled = harness.cycle()
+        assert cycled is not None and cycled[1].settled.outcome == "waiting"
+    assert harness.queue.parking.counts() == {"unfit": 4}
+    harness.event("MODIFIED", decoded_pod("a", capacity={"runs": "4"}, resource_version="2"))
+    harness.event("ADDED", decoded_run("late", requests={"runs": "2"}, created=at(100)))
+    assert bind_one_by_one(harness, 5, "a", created, runs="2") == ["r0", "r1", "r2", "r3", "late"]
+    assert harness.queue.sweep() == 0 and len(harness.queue.parking) == 0
+
+
 def test_namespace_fair_admission_serves_each_namespace_in_turn() -> None:
     pods = [decoded_pod("a", namespace=ns, capacity={"runs": "1"}) for ns in ("big", "small")]
     runs = [decoded_run(f"b{i}", namespace="big", created=at(i)) for i in range(3)]

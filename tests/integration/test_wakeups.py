@@ -203,3 +203,35 @@ def test_a_run_waiting_on_affinity_at_the_head_of_the_queue_does_not_hold_back_t
     set_run_phase(kube, "holder", "Succeeded")
     assert wait_until(lambda: assigned(kube, "plain"), timeout=5, what="plain bound") == "python-0"
     assert assigned(kube, "picky") is None
+
+
+def test_runs_that_waited_for_pods_bind_in_line_as_slots_free_not_behind_later_runs(
+    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+) -> None:
+    """Six Runs wait while their runtime has no pod. A pod with two slots comes up and takes the
+    first two; a Run created after it finds the pod full. As the Runs finish, each freed slot
+    goes to the next of the six in creation order, and the later Run comes last: none of the six
+    is left to the 30 s safety net."""
+    scheduler()
+    created = [f"r{i}" for i in range(6)]
+    for name in created:
+        create_run(kube, name)
+    wait_until(lambda: all(waiting(kube, name) for name in created), what="every Run waits for pods")
+    cluster.add_runtime("python", replicas=1, capacity={"runs": "2"})
+    order: list[str] = []
+
+    def newly_bound(want: int) -> list[str] | None:
+        found = sorted(n for n in created if n not in order and assigned(kube, n))
+        return found if len(found) >= want else None
+
+    order.extend(wait_until(lambda: newly_bound(2), what="the pod's first two binds"))
+    create_run(kube, "z-later")  # ("z": after every r* even within the same creation second)
+    created.append("z-later")
+    wait_until(lambda: waiting(kube, "z-later"), what="the later Run waits for room")
+    finished: set[str] = set()
+    while len(order) < len(created):
+        _finish(kube, [n for n in order if n not in finished])
+        finished.update(order)
+        want = min(2, len(created) - len(order))
+        order.extend(wait_until(lambda: newly_bound(want), what=f"the next binds after {order}"))
+    assert order == created

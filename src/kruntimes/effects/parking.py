@@ -4,7 +4,9 @@ event can help them (SPEC §8; kube-scheduler's unschedulable pool, with its que
 A parked Run sits in its group — (namespace, runtime, ``queueing.ParkReason``) — in queue
 order, so the runner can walk a group head first when a pod has room
 (``queueing.admit`` decides who fits). It leaves the lot when it is activated: by its own
-event, by an admission, by a change to what it waits on, or by the safety net.
+event, by an admission, by a change to what it waits on, or by the safety net. A Run parked
+``unfit`` moves to ``capacity`` when a pod that could hold it empty appears or grows
+(``fit``): releases walk ``capacity``, never ``unfit``.
 
 Two rules keep wakeups from being lost:
 
@@ -48,7 +50,8 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias, final
 
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Resources, RunKey
-from kruntimes.pure.model.resources import add
+from kruntimes.pure.model.quantity import Amount
+from kruntimes.pure.model.resources import add, fits
 from kruntimes.pure.queueing import ParkReason, SortKey
 
 DEFAULT_SAFETY_NET: Final = 30.0
@@ -62,6 +65,8 @@ LINE_CHUNK: Final = 512
 
 Group: TypeAlias = tuple[str, str, ParkReason]
 _Slot: TypeAlias = tuple[str, str]
+_Shape: TypeAlias = tuple[tuple[str, Amount], ...]
+"""A request, hashable (``Resources`` is a read-only mapping, sorted by name)."""
 Rank: TypeAlias = Callable[[RunKey], tuple[SortKey, RunKey]]
 
 
@@ -84,6 +89,17 @@ class _Blind(_Parked):
     pays nothing for it)."""
 
     __slots__ = ()
+
+
+@final
+class _Keys(set[RunKey]):
+    """The Runs parked ``unfit`` with one request, and that request."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: _Shape) -> None:
+        super().__init__()
+        self.shape = shape
 
 
 @final
@@ -194,6 +210,10 @@ class Parking:
         self._claims: dict[_Slot, dict[RunKey, Resources]] = {}
         self._claim_of: dict[RunKey, _Slot] = {}
         self._stamp = float("-inf")
+        self._unfit: dict[tuple[str, str], dict[_Shape, _Keys]] = {}
+        """(namespace, runtime) -> request -> the Runs parked ``unfit`` with it: a pod that appears
+        or grows takes out of ``unfit`` the requests it can hold, not every Run (see :meth:`fit`)."""
+        self._shape_of: dict[RunKey, _Shape] = {}
 
     # --- a Run's cycle ----------------------------------------------------------------
 
@@ -203,10 +223,19 @@ class Parking:
             self._started[key] = self._seq
             self._unpark_locked(key)
 
-    def park(self, key: RunKey, runtime: str, reason: ParkReason, order: SortKey, *, blind: bool = False) -> bool:
+    def park(
+        self,
+        key: RunKey,
+        runtime: str,
+        reason: ParkReason,
+        order: SortKey,
+        *,
+        blind: bool = False,
+        requests: Resources = EMPTY_RESOURCES,
+    ) -> bool:
         """Park a Run whose cycle ended in Wait; ``False`` (not parked) when an event for its
         namespace and runtime arrived during that cycle: queue it again now instead.
-        ``blind``: see :meth:`plan_blind`."""
+        ``blind``: see :meth:`plan_blind`; ``requests``: the Run's, read for ``unfit`` (:meth:`fit`)."""
         namespace = key.namespace
         with self._lock:
             started = self._started.pop(key, -1)
@@ -215,7 +244,36 @@ class Parking:
             ):
                 return False
             self._park_locked(key, (namespace, runtime, reason), order, _Blind if blind else _Parked)
+            if reason == "unfit":
+                shape = tuple(requests.items())
+                by_shape = self._unfit.setdefault((namespace, runtime), {})
+                keys = by_shape.get(shape)
+                if keys is None:
+                    keys = by_shape[shape] = _Keys(shape)
+                keys.add(key)
+                self._shape_of[key] = keys.shape  # one tuple per request, not one per Run
             return True
+
+    def fit(self, namespace: str, runtime: str, capacity: Resources) -> int:
+        """A pod of (namespace, runtime) with ``capacity`` appeared or grew: the Runs parked
+        ``unfit`` that it could hold empty wait for room now, not for a pod. They move to the
+        ``capacity`` group, keeping their place in line, their parking time and blindness, so
+        the releases that follow admit them in queue order with the Runs parked there (left in
+        ``unfit``, those this pod's admission had no room for would be walked by the next pod
+        that appears, not by a release). Costs the requests parked ``unfit`` plus the Runs
+        moved, each moved once; how many moved."""
+        moved = 0
+        with self._lock:
+            by_shape = self._unfit.get((namespace, runtime))
+            if by_shape is None:
+                return 0
+            for shape in [shape for shape in by_shape if fits(capacity, EMPTY_RESOURCES, dict(shape))]:
+                for key in list(by_shape[shape]):  # (unparking drops it from the index)
+                    parked = self._where[key]
+                    self._park_locked(key, (namespace, runtime, "capacity"), parked.rank(key), type(parked))
+                    self._where[key].since = parked.since
+                    moved += 1
+            return moved
 
     def park_unplanned(self, key: RunKey, runtime: str, order: SortKey) -> None:
         """Park a Run no cycle has looked at yet (a new leader's backlog), as waiting for room
@@ -414,9 +472,25 @@ class Parking:
         items = by_reason[reason]
         items.remove(key, self._rank)
         del self._where[key]
+        if reason == "unfit":
+            self._drop_shape_locked(key, (namespace, runtime))
         if not items:
             del by_reason[reason]
             del self._canonical[parked.group]
             if not by_reason:
                 del self._groups[(namespace, runtime)]
         return True
+
+    def _drop_shape_locked(self, key: RunKey, group: tuple[str, str]) -> None:
+        shape = self._shape_of.pop(key, None)
+        by_shape = self._unfit.get(group)
+        if shape is None or by_shape is None:
+            return
+        keys = by_shape.get(shape)
+        if keys is None:
+            return
+        keys.discard(key)
+        if not keys:
+            del by_shape[shape]
+            if not by_shape:
+                del self._unfit[group]

@@ -193,6 +193,10 @@ class SchedulingQueue:
             self.work.add(key)
 
     def _admit(self, namespace: str, runtime: str, pod: str, *, grown: bool, source: WakeupSource | None) -> None:
+        if grown:  # the Runs no pod could hold that this one can hold wait for room from now on
+            found = self._state.get().pod(namespace, pod)
+            if found is not None and found.schedulable:
+                self.parking.fit(namespace, runtime, found.capacity)
         reasons: tuple[ParkReason, ...] = ("capacity", "constraints", "unfit") if grown else ("capacity", "constraints")
         parked = self.parking.parked(namespace, runtime, reasons, MAX_ADMISSION_WALK)
         if not parked:
@@ -280,7 +284,7 @@ class SchedulingQueue:
             if isinstance(decided, Wait) and run is not None:
                 reason = park_reason(step.snapshot, decided)
                 order = self._policy.sort_key(entry_of(run))
-                if self.parking.park(key, run.runtime, reason, order, blind=parked_blind(step.snapshot)):
+                if self.parking.park(key, run.runtime, reason, order, blind=parked_blind(step.snapshot), requests=run.requests):
                     work.forget(key)
                     parked = True
                 else:

@@ -14,7 +14,9 @@ never on when it was activated.
 (every pod was full or unavailable) and ``constraints`` (required affinity,
 anti-affinity or workspace placement rejected some pod) wait for room on a
 pod they could use; ``unfit`` (no schedulable pod could hold the request even
-empty) waits for a Runtime Pod to appear or grow. :func:`admit` decides which
+empty, or there is no schedulable pod) waits for a Runtime Pod to appear or
+grow, and from the first one that could hold it empty waits for room like
+``capacity`` (the parking lot moves it there). :func:`admit` decides which
 parked Runs a pod with free room can take: walked in queue order, each is
 checked against that one pod with the registry's own filters, and admitted
 while the pod has room for it — so the freed capacity activates the Runs that
