@@ -51,6 +51,7 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
+from kruntimes.effects.logs import Throttle
 from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import API_VERSION, Run
@@ -203,8 +204,8 @@ class EventRecorder:
         self.failed = 0
         self.fenced = 0
         """Events not written because this process did not (or no longer) hold the write gate."""
-        self._warned: dict[str, float] = {}
-        """Error kind -> when a failed write of that kind was last logged at warning (writer thread only)."""
+        self._warnings = Throttle(WARN_INTERVAL, clock)
+        """A failed write is logged at warning once a minute per error kind."""
 
     # --- what callers use (never blocks) ---
 
@@ -380,11 +381,8 @@ class EventRecorder:
 
     def _failed(self, item: _Pending, error: ApiError) -> None:
         self.failed += 1
-        now = self._clock()
-        last = self._warned.get(error.kind)
         fields = {"run": f"{item.namespace}/{item.run_name}", "reason": item.reason, "error": str(error)}
-        if last is None or now - last >= WARN_INTERVAL:
-            self._warned[error.kind] = now
+        if self._warnings.allow(error.kind) is not None:
             log.warning("event not written; further failures of this kind are logged at debug for a minute", extra={**fields, "kind": error.kind, "failed": self.failed})
         else:
             log.debug("event not written", extra=fields)

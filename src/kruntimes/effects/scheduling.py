@@ -30,7 +30,6 @@ latest values anyway, so this is about not planning twice).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -44,6 +43,7 @@ from kruntimes.effects.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
 from kruntimes.effects.kube import ApiError
+from kruntimes.effects.logs import Throttle
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.pure import step as steps
 from kruntimes.pure.framework.registry import Registry
@@ -70,6 +70,8 @@ from kruntimes.pure.step import (
 log = logging.getLogger(__name__)
 
 NOT_LEADER: Final = Settled("not_leader", Forget())
+CONFIRM_WARN_INTERVAL: Final = 60.0
+"""Seconds between warnings about reads that could not settle an unknown bind outcome."""
 
 
 class StatusBinder(Protocol):
@@ -152,7 +154,7 @@ class SchedulingCycle:
         self._may_write = may_write
         self._now = now
         self._timer = timer
-        self._confirm_failures = _FailedConfirms(timer)
+        self._confirm_warnings = Throttle(CONFIRM_WARN_INTERVAL, timer)
 
     def run(self, key: RunKey) -> CycleResult:
         """One cycle for ``key``; timed into ``sync_duration_seconds`` whatever happens."""
@@ -210,8 +212,15 @@ class SchedulingCycle:
         self._change(change)
         error = self._binder.last_error
         if settled.why == "read failed" and error is not None:
+            # the reservation stays while such reads fail (a write that may have landed counts as
+            # landed), so one that keeps failing (a 403: no get on runs) holds the slot for good
             self._metrics.count_confirm_failure(error.kind)
-            self._confirm_failures.note(step.key, error)
+            held = self._confirm_warnings.allow()
+            if held is not None:
+                log.warning(
+                    "cannot read a Run to settle a bind whose outcome is unknown; its reservation is kept until a read succeeds",
+                    extra={"run": str(step.key), "error": str(error), "kind": error.kind, "unlogged_since_last": held},
+                )
         return self._finish(step.key, step, settled)
 
     def _change(self, change: steps.LedgerChange) -> None:
@@ -245,32 +254,6 @@ class SchedulingCycle:
 
 def _pair(step: Step) -> tuple[Ledger, Step]:
     return step.ledger, step
-
-
-class _FailedConfirms:
-    """Logs reads that could not settle an unknown bind outcome: the first at once, then at most one
-    line per ``interval`` seconds with the number left unsaid. While such reads fail, the Run's
-    reservation is kept (a write that may have landed is treated as landed), so a read that keeps
-    failing (a 403: RBAC without ``get`` on runs) holds the pod's capacity for good."""
-
-    def __init__(self, timer: Callable[[], float], interval: float = 60.0) -> None:
-        self._timer = timer
-        self._interval = interval
-        self._next = float("-inf")
-        self._unsaid = 0
-        self._lock = threading.Lock()
-
-    def note(self, key: RunKey, error: ApiError) -> None:
-        now = self._timer()
-        with self._lock:
-            if now < self._next:
-                self._unsaid += 1
-                return
-            unsaid, self._unsaid, self._next = self._unsaid, 0, now + self._interval
-        log.warning(
-            "cannot read a Run to settle a bind whose outcome is unknown; its reservation is kept until a read succeeds",
-            extra={"run": str(key), "error": str(error), "kind": error.kind, "unlogged_since_last": unsaid},
-        )
 
 
 def _log(key: RunKey, step: Step | None, settled: Settled, binder: StatusBinder) -> None:

@@ -45,6 +45,7 @@ from prometheus_client import CollectorRegistry, Counter
 from returns.result import Failure, Result
 
 from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.effects.logs import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,7 @@ class DelegatedAuth:
         self._clock = clock
         self._users: TtlCache[bytes, UserInfo | None] = TtlCache(cache_size, clock)
         self._decisions: TtlCache[tuple[UserInfo, str, str], bool] = TtlCache(cache_size, clock)
-        self._warned_at: float | None = None
-        self._suppressed = 0
-        self._warn_lock = threading.Lock()
+        self._warnings = Throttle(WARNING_INTERVAL, clock)
         registry = registry if registry is not None else CollectorRegistry()
         decisions = Counter(
             "kruntimes_scheduler_metrics_auth_decisions_total",
@@ -280,12 +279,9 @@ class DelegatedAuth:
 
     def _failed(self, review: ReviewKind, error: ApiError) -> ApiError:
         self._error_series[review].inc()
-        now = self._clock()
-        with self._warn_lock:
-            if self._warned_at is not None and now - self._warned_at < WARNING_INTERVAL:
-                self._suppressed += 1
-                return error
-            suppressed, self._suppressed, self._warned_at = self._suppressed, 0, now
+        suppressed = self._warnings.allow()
+        if suppressed is None:
+            return error
         log.warning(
             "a metrics request was denied: its review got no usable answer",
             extra={"review": review, "error": str(error)[:200], "suppressed": suppressed},
