@@ -530,9 +530,7 @@ class Informer:
         need_list = True
         probe_first = False
         while not self._stop.is_set():
-            if probe_first and not need_list and self._relist_wanted():
-                need_list = True  # the list asked for shows a server that went back as well
-            if probe_first and not need_list:
+            if probe_first and not need_list and not self._relist_wanted():  # a list asked for shows it too
                 probed = self._probe()
                 if isinstance(probed, ApiError):
                     if self._pause(probed):
