@@ -5,7 +5,9 @@ control plane of its module's own, with deploy/ applied and the scheduler on its
 token (so deploy/ RBAC judges every request it makes). The Runtime controller and runtimed are
 played by ``kruntimes.runtimesim`` as an API client; the commit history the dev cluster records
 is read from a watch of Runs opened before the test's first write (a watch delivers every
-version, in commit order).
+version, in commit order). The scheduler reaches the real server through a :class:`FaultProxy`, so
+``faults`` takes the dev cluster's fault rules on both servers (the test's own client and the
+simulator go straight to the server: a rule there applies to the scheduler alone).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any, Final
 
 from kruntimes.effects.kube import RUNS, JSONObject, Kube, load_configuration, resource_version_of
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
+from kruntimes.devcluster.faults import Faults
+from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import Events
 
@@ -61,6 +65,8 @@ class RealCluster:
 
     def __init__(self, plane: ControlPlane, *, simulate: bool) -> None:
         self.plane = plane
+        self.proxy = FaultProxy.before(plane).start()
+        self.faults: Faults = self.proxy.faults
         self.admin = admin_client(plane)
         for collection in _COLLECTIONS:  # what the module's earlier tests left
             self.admin.request("DELETE", collection)
@@ -81,8 +87,9 @@ class RealCluster:
         return self.plane.admin_kubeconfig
 
     def scheduler_kubeconfig(self, directory: Path) -> Path:
-        """The scheduler's own ServiceAccount token: deploy/ RBAC applies to all it does."""
-        return self.plane.service_account_kubeconfig(directory / "scheduler.kubeconfig", *SCHEDULER_ACCOUNT)
+        """The scheduler's own ServiceAccount token through the fault proxy: deploy/ RBAC applies to
+        all it does, and ``faults`` to what it sends."""
+        return self.plane.service_account_kubeconfig(directory / "scheduler.kubeconfig", *SCHEDULER_ACCOUNT, server=self.proxy.server)
 
     def add_runtime(self, name: str, *, replicas: int = 1, capacity: Mapping[str, str] | None = None,
                     namespace: str = NAMESPACE) -> JSONObject:
@@ -121,3 +128,5 @@ class RealCluster:
             self.simulator.stop()
         self._runs.stop()
         self.admin.close()
+        self.proxy.stop()
+        assert self.proxy.failures == [], f"the fault proxy itself failed: {self.proxy.failures}"
