@@ -1,4 +1,7 @@
-"""Shared test settings: hypothesis profiles.
+"""Shared test settings: hypothesis profiles, and the session's real control plane.
+
+Every test runs under pytest-timeout's limit (``timeout`` in pyproject.toml): a hang fails its test
+with every thread's stack, in minutes, instead of holding ``make test`` until CI's own limit.
 
 ``ci`` (the default) keeps example counts modest so the whole suite stays fast;
 ``thorough`` is for a deliberate, longer run:
@@ -37,6 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     controlplane.configure()
+    controlplane.prebuild()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

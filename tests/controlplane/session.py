@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from .server import Binaries, ControlPlane, build_binaries
+from .server import BUILD_SCRIPT, Binaries, ControlPlane, build_binaries
 
 ENV: Final = "KRUNTIMES_CONTROLPLANE_DIR"
 _owned: ControlPlane | None = None
@@ -49,6 +49,15 @@ def configure() -> None:
     """In the controlling process: the session's directory, inherited by the workers."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None and ENV not in os.environ:
         os.environ[ENV] = tempfile.mkdtemp(prefix="kruntimes-controlplane-")
+
+
+def prebuild() -> None:
+    """In the controlling process, before any test: build what the cache lacks, its progress on
+    stderr, so a cold build (minutes) is never charged to the first test's timeout. Without Go and
+    without cached binaries nothing happens here: a test that needs the server reports why."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None or shutil.which("go") is None:
+        return
+    subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.DEVNULL, check=False)
 
 
 def unconfigure(failed: bool) -> None:
