@@ -5,28 +5,75 @@ with every thread's stack, in minutes, instead of holding ``make test`` until CI
 
 ``ci`` (the default) keeps example counts modest so the whole suite stays fast;
 ``thorough`` is for a deliberate, longer run:
-``HYPOTHESIS_PROFILE=thorough make unit``.
+``HYPOTHESIS_PROFILE=thorough make unit``. A property that needs another count than
+the profile's states it with :func:`examples`, so every profile scales it too.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Final, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 
+CI_EXAMPLES: Final = 60
+
 settings.register_profile(
     "ci",
-    max_examples=60,
+    max_examples=CI_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
 settings.register_profile("thorough", max_examples=2_000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(at_ci: int) -> int:
+    """``max_examples`` for a property that runs ``at_ci`` examples under the ``ci`` profile.
+
+    Another profile scales it as it scales the default (``thorough``: × 2,000/60), up to
+    that profile's own count: a costly property that runs few examples under ``ci`` gets
+    proportionally more, one that already runs more than the default gets the profile's
+    count where that is larger (a proportional 10,000 would outlast the per-test timeout).
+    Read when the test module is imported, after the profile is loaded (by this module,
+    or by hypothesis' ``--hypothesis-profile`` at configure time)."""
+    profile = settings().max_examples
+    return max(at_ci, min(at_ci * profile // CI_EXAMPLES, profile))
+
+
+_T = TypeVar("_T")
+
+
+def reached(strategy: st.SearchStrategy[_T], labels: Callable[[_T], Iterable[str]], at_ci: int) -> Counter[str]:
+    """In how many of ``examples(at_ci)`` values drawn from ``strategy`` each label occurs:
+    what a property over that strategy exercises under the loaded profile.
+
+    Derandomized (the same values on every run of a profile), so a test can require a
+    label without ever failing by chance; the property itself keeps drawing afresh."""
+    seen: Counter[str] = Counter()
+
+    @settings(
+        max_examples=examples(at_ci),
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(strategy)
+    def draw(value: _T) -> None:
+        seen.update(set(labels(value)))
+
+    draw()
+    return seen
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

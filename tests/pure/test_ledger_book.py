@@ -35,6 +35,7 @@ from kruntimes.pure.ledger import (
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey, frozen_resources
 from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.snapshot import pod_slot, take
+from tests.conftest import examples
 from tests.pure.builders import NOW, active_run, decoded_pod, decoded_run
 
 NS = "default"
@@ -139,7 +140,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(OPS)
 def test_the_book_and_the_snapshot_slots_equal_their_fresh_definitions(ops: list[tuple[str, int, int]]) -> None:
     state = _world()
@@ -198,7 +199,7 @@ def test_a_ledger_built_from_reservations_alone_plans_like_one_built_by_reserve(
     assert release(release(ledger, NS, "nope"), NS, "nope") is ledger
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.sets(st.integers(0, 63), max_size=40), st.sampled_from(["kept", "gone", "replaced"]))
 def test_a_snapshot_finds_the_reserved_pods_of_a_large_group_however_many_there_are(
     reserved: set[int], first_pod: str

@@ -38,6 +38,7 @@ from kruntimes.pure.model.objects import DEFAULT_CONFIG, Resources, Run, RunKey,
 from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.step import Planned, decide, plan
+from tests.conftest import examples
 from tests.pure.builders import NOW, affinity_json, decoded_pod, decoded_run, term
 
 NAMESPACE = "default"
@@ -349,8 +350,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
 
 TestLedgerMachine = LedgerMachine.TestCase
-# A few more examples than the profile's default (each is ~10 ms): the bugs this
-# machine exists for need a plan, a reserve and a lagging observation to line up.
-_PROFILE_EXAMPLES = settings().max_examples
-TestLedgerMachine.settings = settings(max_examples=max(_PROFILE_EXAMPLES, 150), stateful_step_count=30, deadline=None)
+# More examples than the profile's default (each is ~10 ms): the bugs this machine
+# exists for need a plan, a reserve and a lagging observation to line up.
+TestLedgerMachine.settings = settings(max_examples=examples(150), stateful_step_count=30, deadline=None)
 

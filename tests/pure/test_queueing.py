@@ -32,6 +32,7 @@ from kruntimes.pure.queueing import (
 )
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.step import transact
+from tests.conftest import examples
 from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
 from tests.pure.ranking_world import World, worlds
 
@@ -196,7 +197,7 @@ _UNPROVEN = must(
 )
 
 
-@settings(max_examples=max(settings().max_examples, 300))  # at least 300: the profile's count if larger
+@settings(max_examples=examples(300))
 @given(worlds(cohort=False) | worlds(cohort=True), st.sampled_from([False, False, True]))
 def test_an_admission_judges_each_run_as_its_own_cycle_would_on_that_pod(world: World, claim: bool) -> None:
     """A Run without required terms or a workspace is judged on the pod without cutting its
