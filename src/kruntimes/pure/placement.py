@@ -204,25 +204,17 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
     chain = prepared.unwrap()
     counts: dict[tuple[int, str], int] = {}
     feasible: list[_Unit] = []
-    # Pods judged alone go through the filters as the scan sends its pods (a whole list
-    # at a time where the filter can); a unit of many, one representative call per filter.
+    # Pods judged alone go through the filters as the scan sends its pods, a whole list at a
+    # time (every filter of a proven profile prepares one); a unit of many, one
+    # representative call per filter.
     alone: Sequence[PodSlot] = [unit.slot for unit in units if unit.size == 1]
     for index, _, pod_filter in chain:
         if not alone:
             break
-        if isinstance(pod_filter, BatchFilter):
-            alone, rejected = pod_filter.select(alone)
-            for reason, count in rejected.items():
-                counts[(index, reason)] = counts.get((index, reason), 0) + count
-            continue
-        kept: list[PodSlot] = []
-        for slot in alone:
-            verdict = pod_filter(slot)
-            if verdict is None:
-                kept.append(slot)
-            else:
-                counts[(index, verdict)] = counts.get((index, verdict), 0) + 1
-        alone = kept
+        assert isinstance(pod_filter, BatchFilter), "proven_for admits only filters with a whole-list form"
+        alone, rejected = pod_filter.select(alone)
+        for reason, count in rejected.items():
+            counts[(index, reason)] = counts.get((index, reason), 0) + count
     feasible.extend(_Unit(slot, 1) for slot in alone)
     for unit in units:
         if unit.size == 1:
