@@ -2,9 +2,10 @@
 
 A world is what the informers and the ledger hold — Runtime Pods, Runs,
 workspaces (decoded from JSON by :mod:`tests.pure.builders`) and reservations —
-plus the Run to plan. ``World.snapshot()`` goes through ``from_objects`` and
-``step.plan`` (sync, then ``snapshot.take``) as the scheduler does, so a property over it checks the cluster
-state's indexes and the ledger's sync as well as the planner.
+plus the Run to plan. ``World.snapshot()`` goes through ``from_objects`` (or a first list
+and watch events after it: :mod:`tests.pure.large_world`) and ``step.plan`` (sync, then
+``snapshot.take``) as the scheduler does, so a property over it checks the cluster state's
+indexes and the ledger's sync as well as the planner.
 
 Tuned so that most worlds reach the scores with several feasible pods:
 - pods share one of a few capacity profiles (``runs``, ``cpu``, ``gpu``) and most
@@ -18,9 +19,11 @@ Tuned so that most worlds reach the scores with several feasible pods:
 - reservations of Pending Runs in the ledger, live or overtaken (Run gone, newer
   resourceVersion, already assigned), hold usage and are targets while live, and
   hold nothing when made for a former pod of the name;
-- the Run requests ``runs`` and maybe ``cpu``/``gpu``, has required (anti-)affinity
-  terms — often one its own labels match, so the cohort bootstrap is reached —
-  and preferred terms with few distinct weights (equal preferred scores);
+- the Run requests ``runs`` and maybe ``cpu``/``gpu`` (now and then a request that
+  is not a whole count: ``InvalidResources``), has required (anti-)affinity terms —
+  often one its own labels match, so the cohort bootstrap is reached; sometimes an
+  anti-affinity term every candidate hosts a target of — and preferred terms with few
+  distinct weights (equal preferred scores);
 - sometimes a workspace: Bound to a candidate or elsewhere, Pending, Lost,
   Released, for another runtime, of another mode, or missing.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import reduce
 from typing import TypeVar
 
 from hypothesis import strategies as st
@@ -47,7 +51,7 @@ from kruntimes.pure.model.objects import (
 )
 from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.step import plan
-from kruntimes.pure.state.cluster import ClusterState, from_objects
+from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.model.objects import Object
 from tests.pure.builders import (
     NOW,
@@ -100,6 +104,7 @@ TERMS: tuple[Json, ...] = (
     term(expressions=[expression("app", "DoesNotExist")]),
 )
 COHORT = {"cohort": "c1"}
+CROWD = {"crowd": "yes"}
 WEIGHTS = st.sampled_from([5, 5, 10, 100])
 
 WORKSPACE_CASES = (
@@ -139,9 +144,15 @@ class World:
     now: datetime = NOW
     notes: frozenset[str] = field(default=frozenset(), compare=False)
     """What the generator put in (for statistics)."""
+    listed: tuple[Object, ...] | None = None
+    """When the informers got to ``objects`` through ``events``: what their first list held."""
+    events: tuple[Event, ...] = ()
+    """The watch events after that list (only with ``listed``)."""
 
     def state(self) -> ClusterState:
-        return from_objects(self.objects)
+        if self.listed is None:
+            return from_objects(self.objects)
+        return reduce(apply, self.events, from_objects(self.listed))
 
     def ledger(self) -> Ledger:
         by_namespace: dict[str, dict[str, Reservation]] = {}
@@ -308,6 +319,12 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
             )
         )
         target_labels.extend(sorted(active_labels.items()))
+    crowded = draw(_odds(8))
+    if crowded:
+        # a Run on every candidate that the planned Run's anti-affinity refuses
+        for name in names:
+            objects.append(decoded_run(f"crowd-{name}", labels=CROWD, phase="Running", assigned_pod=name))
+        notes.add("every candidate hosts a refused Run")
     if cohort and draw(_odds(3)):
         # a member of the cohort already placed (active or not), so the term may not seed
         objects.append(
@@ -369,14 +386,14 @@ def worlds(draw: st.DrawFn, cohort: bool = False) -> World:
     affinity = affinity_json(
         required=required,
         preferred=draw(preferred_terms),
-        anti_required=[draw(st.sampled_from(TERMS))] if draw(_odds(4)) else [],
+        anti_required=[term(CROWD)] if crowded else [draw(st.sampled_from(TERMS))] if draw(_odds(4)) else [],
         anti_preferred=draw(preferred_terms),
     )
     requests = _requests(draw, gpu_odds=12)
-    if draw(_odds(80)):
+    if draw(_odds(12)):
         requests["runs"] = draw(st.sampled_from(["1500m", "-1", "x"]))  # InvalidResources
         notes.add("invalid requests")
-    workspace_case: str | None = draw(weighted(None, *WORKSPACE_CASES, times=40))
+    workspace_case: str | None = draw(weighted(None, *WORKSPACE_CASES, times=20))
     run = decoded_run("r", labels=labels, requests=requests, affinity=affinity, workspace=None if workspace_case is None else "ws")
     objects.append(run)
     if workspace_case is not None:
