@@ -21,6 +21,7 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.queueing import (
     FIFO,
+    MAX_ADMISSION_WALK,
     NAMESPACE_FAIR,
     POLICIES,
     QueueEntry,
@@ -126,6 +127,24 @@ def test_the_runs_a_pod_with_room_refuses_are_named_and_those_after_the_room_ran
     admission = admit(state, EMPTY_LEDGER, keys, "a", EMPTY_RESOURCES, NOW, DEFAULT_CONFIG)
     assert [k.name for k in admission.admitted] == ["f0", "f1"]
     assert [k.name for k in admission.refused] == ["picky", "big"]  # the walk stopped when the room was used
+
+
+def test_a_parked_run_gone_bound_or_without_a_runtime_is_passed_over_and_the_walk_goes_on() -> None:
+    """Parked keys go stale between the park and the event that wakes them: none of those
+    may keep the pod's room from the Runs behind it."""
+    bound = active_run("bound", "a")
+    no_runtime = decoded_run("no-runtime", runtime="")
+    pod = decoded_pod("a", capacity={"runs": "3"})
+    parked = ["gone", "bound", "no-runtime", "w0", "w1"]
+    assert _admitted([pod, bound, no_runtime, decoded_run("w0"), decoded_run("w1")], parked) == ["w0", "w1"]
+
+
+def test_the_walk_examines_at_most_max_admission_walk_parked_runs() -> None:
+    picky = [decoded_run(f"p{i:03d}", requests={"runs": "9"}) for i in range(MAX_ADMISSION_WALK)]
+    parked = [r.name for r in picky] + ["fits"]
+    pod = decoded_pod("a", capacity={"runs": "2"})
+    assert _admitted([pod, *picky, decoded_run("fits")], parked) == []
+    assert _admitted([pod, *picky[1:], decoded_run("fits")], parked[1:]) == ["fits"]
 
 
 def test_a_full_pod_admits_nobody_and_the_walk_stops_at_once() -> None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from kruntimes.pure import step as steps
-from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold, reserve
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold, reserve, without_namespace
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey
 from kruntimes.pure.model.plan import Bind, Wait
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
@@ -346,6 +346,30 @@ def test_a_held_reservation_goes_when_the_run_is_seen_at_a_newer_version() -> No
     reservation = step.ledger.get("default", run.uid)
     assert reservation is not None and reservation.resource_version == "9"
     assert step.ledger.held_until("default", run.uid) is None
+
+
+def test_a_read_showing_another_run_under_the_name_releases_the_hold() -> None:
+    """The Run was deleted and created again: the bind was for the old one, whatever the new
+    one's version, so the reservation goes and the new Run is planned afresh."""
+    state, ledger, _ = _held(0)
+    check = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG).verify
+    assert check is not None
+    recreated = decoded_run("r", uid="another-r", resource_version="8")
+    settled, change = confirm(check, recreated)
+    assert (settled.outcome, settled.next, change) == ("released", RequeueAfter(0.0), Release("default", check.uid))
+
+
+def test_a_namespace_given_up_takes_its_holds_with_it() -> None:
+    """Taken over again later, the same Run is bound anew: that bind waits for the informer,
+    not for a read on the deadline of the bind before."""
+    state, ledger, first = _held(0)
+    run = first.snapshot.run
+    assert run is not None
+    dropped = without_namespace(ledger, "default")
+    assert dropped == EMPTY_LEDGER and dropped.held_until("default", run.uid) is None
+    again = bound(state, dropped)  # its write lands (the ledger keeps the reservation as is)
+    awaiting = transact(state, again.ledger, KEY, NOW, DEFAULT_CONFIG)
+    assert awaiting.verify is None and awaiting.settled.next == RequeueAfter(AWAIT_BIND_REQUEUE)
 
 
 def test_hold_without_a_reservation_changes_nothing() -> None:
