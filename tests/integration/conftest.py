@@ -129,10 +129,10 @@ def real_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
         yield plane
 
 
-def _server(request: pytest.FixtureRequest, *, simulate: bool) -> Iterator[Server]:
+def _server(request: pytest.FixtureRequest, *, simulate: bool, bookmark_interval: float = 1.0) -> Iterator[Server]:
     if request.param == "dev":
         simulator = SimulatorSettings(heartbeat_interval=1.0) if simulate else None
-        with DevCluster.start(simulator=simulator, bookmark_interval=1.0) as running:
+        with DevCluster.start(simulator=simulator, bookmark_interval=bookmark_interval) as running:
             yield running
         return
     real = RealCluster(request.getfixturevalue("real_plane"), simulate=simulate)
@@ -152,6 +152,20 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
 def bare_server(request: pytest.FixtureRequest) -> Iterator[Server]:
     """Either server with no simulator: only what the test writes exists."""
     yield from _server(request, simulate=False)
+
+
+@pytest.fixture(params=["dev", "real"])
+def quiet_server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """Either server with no simulator, whose watches get a bookmark about once a minute (as
+    kube-apiserver's do), not every second: a watch of nothing stays silent that long."""
+    yield from _server(request, simulate=False, bookmark_interval=60.0)
+
+
+@pytest.fixture
+def quiet_server_kube(quiet_server: Server, tmp_path: Path) -> Iterator[Kube]:
+    client = _client(quiet_server, tmp_path, TEST_AGENT)
+    yield client
+    client.close()
 
 
 @pytest.fixture

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from kruntimes.effects.kube import RUNS, JSONObject, Kube, load_configuration, resource_version_of
+from kruntimes.devcluster import DevCluster
+from kruntimes.devcluster.faults import WRITE_VERBS, Faults, RequestInfo
+from kruntimes.effects.kube import LEASES, RUNS, JSONObject, Kube, load_configuration, resource_version_of
+from kruntimes.pure.readers.config import DEFAULT_LEASE_NAME
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
-from kruntimes.devcluster.faults import Faults
 from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import Events
@@ -34,6 +36,7 @@ _COLLECTIONS: Final = (
     "/apis/kruntimes.io/v1alpha1/namespaces/default/persistentworkspaces",
     "/api/v1/namespaces/default/pods",
     "/api/v1/namespaces/default/events",
+    LEASES.path(SCHEDULER_ACCOUNT[0], DEFAULT_LEASE_NAME),  # where a leader-electing test left its Lease
 )
 
 
@@ -56,6 +59,12 @@ class RunVersion:
 def admin_client(plane: ControlPlane) -> Kube:
     return Kube(load_configuration(str(plane.admin_kubeconfig)).unwrap().configuration, request_timeout=10,
                 user_agent="kruntimes-tests")
+
+
+def election_namespace(server: DevCluster | RealCluster) -> str:
+    """Where a test's scheduler holds its Lease: deploy/ RBAC grants Leases in the scheduler's own
+    namespace only, which the dev cluster (no RBAC, no such namespace) has no need of."""
+    return SCHEDULER_ACCOUNT[0] if isinstance(server, RealCluster) else NAMESPACE
 
 
 class RealCluster:
@@ -123,6 +132,12 @@ class RealCluster:
             self._seen.append(RunVersion(_Resource("runs"), event.type, str(meta.get("namespace")), str(meta.get("name")), event.object))
         return list(self._seen)
 
+    def accepted_writes(self) -> list[RequestInfo]:
+        """The scheduler's writes the server accepted (answered 2xx, whatever the proxy then told the
+        scheduler), oldest first: on the dev cluster, ``history()``'s records with its user agent."""
+        return [e.info for e in self.proxy.history()
+                if e.info is not None and e.info.verb in WRITE_VERBS and 200 <= e.forwarded_status < 300]
+
     def close(self) -> None:
         if self.simulator is not None:
             self.simulator.stop()
@@ -130,3 +145,5 @@ class RealCluster:
         self.admin.close()
         self.proxy.stop()
         assert self.proxy.failures == [], f"the fault proxy itself failed: {self.proxy.failures}"
+        refused = [e for e in self.proxy.history() if e.forwarded_status in (401, 403)]
+        assert refused == [], f"the API server refused the scheduler (deploy/ RBAC): {refused}"
