@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from kruntimes.effects.kube import RUNS, JSONObject, Kube, load_configuration, resource_version_of
+from kruntimes.devcluster import DevCluster
+from kruntimes.devcluster.faults import WRITE_VERBS, Faults, RequestInfo
+from kruntimes.effects.kube import LEASES, RUNS, JSONObject, Kube, load_configuration, resource_version_of
+from kruntimes.pure.readers.config import DEFAULT_LEASE_NAME
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
-from kruntimes.devcluster.faults import Faults
 from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import Events
@@ -34,6 +36,7 @@ _COLLECTIONS: Final = (
     "/apis/kruntimes.io/v1alpha1/namespaces/default/persistentworkspaces",
     "/api/v1/namespaces/default/pods",
     "/api/v1/namespaces/default/events",
+    LEASES.path(SCHEDULER_ACCOUNT[0], DEFAULT_LEASE_NAME),
 )
 
 
@@ -56,6 +59,12 @@ class RunVersion:
 def admin_client(plane: ControlPlane) -> Kube:
     return Kube(load_configuration(str(plane.admin_kubeconfig)).unwrap().configuration, request_timeout=10,
                 user_agent="kruntimes-tests")
+
+
+def election_namespace(server: DevCluster | RealCluster) -> str:
+    """Where a test's scheduler holds its Lease: deploy/ RBAC grants Leases in the scheduler's own
+    namespace only, which the dev cluster (no RBAC, no such namespace) has no need of."""
+    return SCHEDULER_ACCOUNT[0] if isinstance(server, RealCluster) else NAMESPACE
 
 
 class RealCluster:
@@ -123,6 +132,12 @@ class RealCluster:
             self._seen.append(RunVersion(_Resource("runs"), event.type, str(meta.get("namespace")), str(meta.get("name")), event.object))
         return list(self._seen)
 
+    def accepted_writes(self) -> list[RequestInfo]:
+        """The scheduler's writes the server accepted (answered 2xx, whatever the proxy then told the
+        scheduler), oldest first: on the dev cluster, ``history()``'s records with its user agent."""
+        return [e.info for e in self.proxy.history()
+                if e.info is not None and e.info.verb in WRITE_VERBS and 200 <= e.forwarded_status < 300]
+
     def close(self) -> None:
         if self.simulator is not None:
             self.simulator.stop()
@@ -130,3 +145,42 @@ class RealCluster:
         self.admin.close()
         self.proxy.stop()
         assert self.proxy.failures == [], f"the fault proxy itself failed: {self.proxy.failures}"
+        refused = [e for e in self.proxy.history() if e.forwarded_status in (401, 403)]
+        assert refused == [], f"the API server refused the scheduler (deploy/ RBAC): {refused}"
+
+
+# --- what a test reads the same way on both servers ----------------------------------------------
+
+
+def scheduler_kubeconfig(server: DevCluster | RealCluster, directory: Path) -> Path:
+    """What a scheduler (in process or ``kruntimes scheduler``) runs on: on the real server its
+    ServiceAccount's token through the fault proxy."""
+    return server.scheduler_kubeconfig(directory) if isinstance(server, RealCluster) else server.kubeconfig_path(directory)
+
+
+def proxied_kubeconfig(server: DevCluster | RealCluster, directory: Path) -> Path:
+    """The test's own credentials, for a client whose requests ``server.faults`` judges and
+    :func:`accepted_writes` records like the scheduler's (on the real server: through the proxy)."""
+    if isinstance(server, RealCluster):
+        return server.proxy.kubeconfig(directory / "proxied.kubeconfig", server.plane.admin_token, namespace=NAMESPACE)
+    return server.kubeconfig_path(directory)
+
+
+def accepted_writes(server: DevCluster | RealCluster) -> list[RequestInfo]:
+    """Writes the server accepted, each with its client's User-Agent, oldest first. On the real
+    server only those that went through the fault proxy (the scheduler's, and a client's on
+    :func:`proxied_kubeconfig`); the dev cluster records every client's."""
+    if isinstance(server, RealCluster):
+        return server.accepted_writes()
+    return [RequestInfo(w.verb, w.resource.group, w.resource.plural, w.subresource, w.namespace, w.name, w.user_agent)
+            for w in server.history()]
+
+
+def status_writers(server: DevCluster | RealCluster, prefix: str = "kruntimes-scheduler/") -> dict[str, set[str]]:
+    """By namespace, the User-Agents starting with ``prefix`` whose writes of a Run's status the
+    server accepted (``kruntimes-scheduler/<identity>``: which replica wrote where)."""
+    writers: dict[str, set[str]] = {}
+    for write in accepted_writes(server):
+        if write.resource == "runs" and write.subresource == "status" and write.user_agent.startswith(prefix):
+            writers.setdefault(write.namespace, set()).add(write.user_agent)
+    return writers
