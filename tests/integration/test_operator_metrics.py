@@ -31,6 +31,10 @@ def test_a_refused_events_api_still_binds_and_is_counted_and_warned_about_once(
     create_run(server_kube, "ev-1")
     create_run(server_kube, "ev-2")
     wait_until(lambda: assigned(server_kube, "ev-1") and assigned(server_kube, "ev-2"), timeout=30, what="both bound")
+    # a Run's Event is queued once the scheduler has its bind's answer, which may be after the test
+    # reads the bound Run: a flush now could find the second one not queued yet
+    wait_until(lambda: sched.metrics.value("kruntimes_scheduler_event_writes_total", {"result": "failed"}) == 2,
+               timeout=30, what="both Events refused")
     assert sched.events.flush(10)
     assert sched.metrics.value("kruntimes_scheduler_event_writes_total", {"result": "failed"}) == 2
     assert sched.metrics.value("kruntimes_scheduler_event_writes_total", {"result": "written"}) == 0
