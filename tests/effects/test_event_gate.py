@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import cast
 
@@ -16,6 +17,7 @@ from kruntimes.effects.threads import Supervisor
 from tests.effects.fakes import FakeClock
 from tests.effects.test_controller_parts import FakeEvents, _run
 from tests.effects.test_leader import FakeLeases, elected
+from tests.polling import wait_until
 
 
 
@@ -151,3 +153,38 @@ def test_an_event_whose_write_raises_is_skipped_counted_and_the_writer_goes_on()
     _drain(recorder)
     assert _names(kube) == ["before", "after"]
     assert supervisor.skips()[("event-recorder", "write")] == 1 and supervisor.failure is None
+
+
+def _held_back(kube: FakeEvents) -> EventRecorder:
+    """A recorder whose writer sent "first" and now waits on the rate limit, for 1,000 s, to send "second"."""
+    recorder = EventRecorder(kube, EventSettings(qps=0.001, burst=1))
+    recorder.scheduled(_run("first"), "pod-0")
+    recorder.scheduled(_run("second"), "pod-0")
+    recorder.start()
+    wait_until(lambda: _names(kube) == ["first"] and recorder._queue.qsize() == 0, what="the writer waiting on the rate limit")
+    return recorder
+
+
+def test_a_stop_ends_the_writer_at_once_though_the_rate_limit_holds_an_event_and_that_event_is_not_sent() -> None:
+    """At ``--event-qps 0.001`` the next token is 1,000 s away: the writer thread must not outlive the stop."""
+    kube = FakeEvents()
+    recorder = _held_back(kube)
+    writer = recorder._thread
+    assert writer is not None
+    recorder.stop(timeout=5)
+    assert not writer.is_alive(), "the writer thread outlived the stop, still waiting for its token"
+    assert _names(kube) == ["first"] and recorder.fenced == 1
+
+
+def test_a_flush_gives_up_at_once_on_an_event_the_rate_limit_holds_past_its_deadline() -> None:
+    """A graceful stop flushes the term's Events for at most 2 s before it releases the Lease: it
+    must not spend them waiting for a token that comes later (two replicas stopping took 8 s)."""
+    kube = FakeEvents()
+    recorder = _held_back(kube)
+    try:
+        started = time.monotonic()
+        assert not recorder.flush(60)
+        assert time.monotonic() - started < 30, "the flush waited out its deadline for a token 1,000 s away"
+    finally:
+        recorder.stop()
+    assert _names(kube) == ["first"]

@@ -147,3 +147,40 @@ class RealCluster:
         assert self.proxy.failures == [], f"the fault proxy itself failed: {self.proxy.failures}"
         refused = [e for e in self.proxy.history() if e.forwarded_status in (401, 403)]
         assert refused == [], f"the API server refused the scheduler (deploy/ RBAC): {refused}"
+
+
+# --- what a test reads the same way on both servers ----------------------------------------------
+
+
+def scheduler_kubeconfig(server: DevCluster | RealCluster, directory: Path) -> Path:
+    """What a scheduler (in process or ``kruntimes scheduler``) runs on: on the real server its
+    ServiceAccount's token through the fault proxy."""
+    return server.scheduler_kubeconfig(directory) if isinstance(server, RealCluster) else server.kubeconfig_path(directory)
+
+
+def proxied_kubeconfig(server: DevCluster | RealCluster, directory: Path) -> Path:
+    """The test's own credentials, for a client whose requests ``server.faults`` judges and
+    :func:`accepted_writes` records like the scheduler's (on the real server: through the proxy)."""
+    if isinstance(server, RealCluster):
+        return server.proxy.kubeconfig(directory / "proxied.kubeconfig", server.plane.admin_token, namespace=NAMESPACE)
+    return server.kubeconfig_path(directory)
+
+
+def accepted_writes(server: DevCluster | RealCluster) -> list[RequestInfo]:
+    """Writes the server accepted, each with its client's User-Agent, oldest first. On the real
+    server only those that went through the fault proxy (the scheduler's, and a client's on
+    :func:`proxied_kubeconfig`); the dev cluster records every client's."""
+    if isinstance(server, RealCluster):
+        return server.accepted_writes()
+    return [RequestInfo(w.verb, w.resource.group, w.resource.plural, w.subresource, w.namespace, w.name, w.user_agent)
+            for w in server.history()]
+
+
+def status_writers(server: DevCluster | RealCluster, prefix: str = "kruntimes-scheduler/") -> dict[str, set[str]]:
+    """By namespace, the User-Agents starting with ``prefix`` whose writes of a Run's status the
+    server accepted (``kruntimes-scheduler/<identity>``: which replica wrote where)."""
+    writers: dict[str, set[str]] = {}
+    for write in accepted_writes(server):
+        if write.resource == "runs" and write.subresource == "status" and write.user_agent.startswith(prefix):
+            writers.setdefault(write.namespace, set()).add(write.user_agent)
+    return writers

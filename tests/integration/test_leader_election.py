@@ -1,4 +1,9 @@
-"""Two `kruntimes scheduler --leader-elect` processes: one writes; SIGKILL fails over; SIGTERM releases."""
+"""Two `kruntimes scheduler --leader-elect` processes: one writes; SIGKILL fails over; SIGTERM releases.
+
+On both servers. On the real one every replica runs on the scheduler's ServiceAccount token under
+deploy/ RBAC, so it elects on the one Lease deploy/ grants (``kruntimes-system/kruntimes-scheduler``),
+and which replica wrote a Run's status is read from the fault proxy its requests pass through.
+"""
 
 from __future__ import annotations
 
@@ -8,26 +13,30 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from kruntimes.commands import replay
-from kruntimes.devcluster import DevCluster
-from kruntimes.devcluster.simulator import RUNTIMES
-from kruntimes.devcluster.store import WriteContext
-from kruntimes.effects.kube import LEASES, Kube
+from kruntimes.effects.kube import LEASES, JSONObject, Kube
+from kruntimes.effects.leader import DEFAULT_LEASE_NAME
 from kruntimes.effects.runner import LeaderElectionOptions
+from tests.realserver.support import Events
 
-from .conftest import SchedulerFactory
-from .helpers import assigned, at, create_run, max_usage_by_pod, ready_pods, run_writes, wait_until, waiting
+from .conftest import SchedulerFactory, Server
+from .helpers import assigned, at, create_run, max_usage_by_pod, ready_pods, wait_until, waiting
+from .servers import accepted_writes, election_namespace, scheduler_kubeconfig, status_writers
 
-LEASE = LEASES.path("default", "kruntimes-scheduler")
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 0.5
+"""The processes' Lease timings: a renew deadline a loaded machine keeps, a lease short enough to wait out."""
+SLACK = 10.0
+"""Seconds a loaded machine may add to a takeover (a process scheduled late, a slow request)."""
 
 
 class Process:
-    def __init__(self, identity: str, kubeconfig: Path, directory: Path) -> None:
+    def __init__(self, identity: str, kubeconfig: Path, directory: Path, lease_namespace: str) -> None:
         self.identity = identity
         self.log_path = directory / f"{identity}.log"
         self.cycle_log = directory / f"{identity}.cycles.jsonl"
@@ -37,11 +46,11 @@ class Process:
                 sys.executable, "-m", "kruntimes.cli", "scheduler",
                 "--kubeconfig", str(kubeconfig),
                 "--leader-elect",
-                "--leader-elect-resource-namespace", "default",
+                "--leader-elect-resource-namespace", lease_namespace,
                 "--leader-elect-identity", identity,
-                "--leader-elect-lease-duration", "2s",
-                "--leader-elect-renew-deadline", "1.5s",
-                "--leader-elect-retry-period", "0.3s",
+                "--leader-elect-lease-duration", f"{LEASE_DURATION:g}s",
+                "--leader-elect-renew-deadline", f"{RENEW_DEADLINE:g}s",
+                "--leader-elect-retry-period", f"{RETRY_PERIOD:g}s",
                 "--metrics-bind-address", "127.0.0.1:0",
                 "--health-probe-bind-address", "127.0.0.1:0",
                 "--log-format", "json",
@@ -72,83 +81,108 @@ class Process:
 
 
 @pytest.fixture
-def processes(cluster: DevCluster, tmp_path: Path) -> Iterator[list[Process]]:
-    kubeconfig = cluster.kubeconfig_path(tmp_path)
-    started = [Process(identity, kubeconfig, tmp_path) for identity in ("alpha", "beta")]
+def processes(server: Server, tmp_path: Path) -> Iterator[list[Process]]:
+    kubeconfig = scheduler_kubeconfig(server, tmp_path)
+    started = [Process(identity, kubeconfig, tmp_path, election_namespace(server)) for identity in ("alpha", "beta")]
     yield started
     for process in started:
         process.close()
 
 
-def _holder(kube: Kube) -> str:
-    lease = kube.get(LEASE).value_or(None)
+def _holder(kube: Kube, namespace: str) -> str:
+    lease = kube.get(LEASES.path(namespace, DEFAULT_LEASE_NAME)).value_or(None)
     return str(at(lease, "spec", "holderIdentity") or "") if lease is not None else ""
 
 
-def _pods(kube: Kube) -> int:
-    return ready_pods(kube)
+def _micro_time(lease: Mapping[str, object], field: str) -> datetime:
+    return datetime.fromisoformat(str(at(lease, "spec", field)))
+
+
+def _lease_versions_until(versions: Events, first: list[JSONObject], holder: str) -> list[JSONObject]:
+    """The election Lease's versions, from ``first`` (what a list showed) up to the first held by ``holder``."""
+    seen = list(first)
+    while not seen or at(seen[-1], "spec", "holderIdentity") != holder:
+        event = versions.next(f"a version of the Lease held by {holder}")
+        if at(event.object, "metadata", "name") == DEFAULT_LEASE_NAME:
+            seen.append(event.object)
+    return seen
 
 
 def test_only_the_leader_writes_a_standby_takes_over_and_sigterm_releases(
-    cluster: DevCluster, kube: Kube, processes: list[Process]
+    server: Server, server_kube: Kube, processes: list[Process]
 ) -> None:
-    cluster.add_runtime("python", replicas=3, capacity={"runs": "2"})
-    wait_until(lambda: _pods(kube) == 3, what="pods")
+    server.add_runtime("python", replicas=3, capacity={"runs": "2"})
+    wait_until(lambda: ready_pods(server_kube) == 3, timeout=30, what="pods")
+    namespace = election_namespace(server)
     by_identity = {p.identity: p for p in processes}
-    first = wait_until(lambda: _holder(kube), timeout=20, what="a leader")
+    first = wait_until(lambda: _holder(server_kube, namespace), timeout=30, what="a leader")
     leader, standby = by_identity[first], next(p for p in processes if p.identity != first)
     for process in processes:  # the startup log names the bound addresses
         wait_until(
             lambda: any(line.get("msg") == "scheduler started" and line.get("health") for line in process.log_lines()),
-            timeout=20,
+            timeout=30,
             what=f"{process.identity} startup log",
         )
 
     for i in range(3):
-        create_run(kube, f"before-{i}")
+        create_run(server_kube, f"before-{i}")
     for i in range(3):
-        wait_until(lambda: assigned(kube, f"before-{i}"), timeout=10, what=f"before-{i}")
-    assert {w.user_agent for w in run_writes(cluster) if w.subresource == "status"} == {leader.user_agent}
+        wait_until(lambda: assigned(server_kube, f"before-{i}"), timeout=30, what=f"before-{i}")
+    assert set().union(*status_writers(server).values()) == {leader.user_agent}
 
     # SIGKILL the leader: no release; the standby must wait out the lease, then take over.
-    leader.popen.send_signal(signal.SIGKILL)
-    leader.popen.wait(10)
-    killed_at = time.monotonic()
-    for i in range(6):
-        create_run(kube, f"backlog-{i}")
-    wait_until(lambda: _holder(kube) == standby.identity, timeout=10, what="takeover")
-    assert time.monotonic() - killed_at < 2.0 + 1.0  # lease duration + one retry period and slack
+    leases, version = server_kube.list(LEASES.path(namespace)).unwrap()
+    versions = Events(server_kube.watch(LEASES.path(namespace), version, timeout_seconds=300, bookmarks=False))
+    try:
+        leader.popen.send_signal(signal.SIGKILL)
+        leader.popen.wait(10)
+        killed_at = time.monotonic()
+        for i in range(6):
+            create_run(server_kube, f"backlog-{i}")
+        wait_until(lambda: _holder(server_kube, namespace) == standby.identity,
+                   timeout=max(1.0, killed_at + LEASE_DURATION + RETRY_PERIOD + SLACK - time.monotonic()), what="takeover")
+        history = _lease_versions_until(versions, [lease for lease in leases if at(lease, "metadata", "name") == DEFAULT_LEASE_NAME],
+                                        standby.identity)
+    finally:
+        versions.stop()
+    holders = [str(at(lease, "spec", "holderIdentity") or "") for lease in history]
+    assert "" not in holders, f"the killed leader's Lease was released: {holders}"
+    last_renewal = _micro_time([lease for lease in history if at(lease, "spec", "holderIdentity") == leader.identity][-1], "renewTime")
+    taken = _micro_time(history[-1], "acquireTime")
+    # the standby counts the lease from when it read the last renewal: at most one read after it was written
+    assert (taken - last_renewal).total_seconds() >= LEASE_DURATION / 2, (last_renewal, taken)
     bound = wait_until(
-        lambda: (n := sum(1 for i in range(6) if assigned(kube, f"backlog-{i}"))) == 3 and n,
-        timeout=10,
+        lambda: (n := sum(1 for i in range(6) if assigned(server_kube, f"backlog-{i}"))) == 3 and n,
+        timeout=30,
         what="the backlog fills the remaining capacity",
     )
     assert bound == 3
-    writers = {w.user_agent for w in run_writes(cluster) if w.subresource == "status" and w.name.startswith("backlog-")}
+    writers = {w.user_agent for w in accepted_writes(server)
+               if w.resource == "runs" and w.subresource == "status" and w.name.startswith("backlog-")}
     assert writers == {standby.user_agent}
-    assert all(peak <= 2 for peak in max_usage_by_pod(cluster).values())
+    assert all(peak <= 2 for peak in max_usage_by_pod(server).values())
 
     # SIGTERM: finish in flight, release the lease, exit 0.
     standby.popen.send_signal(signal.SIGTERM)
-    assert standby.popen.wait(15) == 0
-    assert _holder(kube) == ""
+    assert standby.popen.wait(30) == 0
+    assert _holder(server_kube, namespace) == ""
     for process in processes:
         if process.cycle_log.exists() and process.cycle_log.stat().st_size:
             assert replay.run(argparse.Namespace(file=str(process.cycle_log))) == 0
 
 
-def test_a_sigterm_while_the_scheduler_is_still_starting_exits_0(cluster: DevCluster, tmp_path: Path) -> None:
-    process = Process("early", cluster.kubeconfig_path(tmp_path), tmp_path)
+def test_a_sigterm_while_the_scheduler_is_still_starting_exits_0(bare_server: Server, tmp_path: Path) -> None:
+    process = Process("early", scheduler_kubeconfig(bare_server, tmp_path), tmp_path, election_namespace(bare_server))
     try:
         time.sleep(1.0)  # past interpreter start-up; still importing, or just started: both must exit 0
         process.popen.send_signal(signal.SIGTERM)
-        assert process.popen.wait(15) == 0
+        assert process.popen.wait(30) == 0
     finally:
         process.close()
 
 
 def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
-    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+    server: Server, server_kube: Kube, server_scheduler: SchedulerFactory
 ) -> None:
     """The new leader plans from a consistent relist, not from a watch that fell behind.
 
@@ -156,59 +190,55 @@ def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
     leader sees the drop and binds one Run, the second waits. When the leader hands over, a
     standby planning from its cache would still see room for two and overcommit the pod.
     """
-    cluster.add_runtime("python", replicas=1, capacity={"runs": "2"})
-    wait_until(lambda: _pods(kube) == 1, what="pod")
-    election = LeaderElectionOptions(namespace="default", lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
-    leader = scheduler(identity="alpha", leader_election=election)
-    assert leader.wait_leading(10)
-    standby = scheduler(identity="beta", leader_election=election)
+    server.add_runtime("python", replicas=1, capacity={"runs": "2"})
+    wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
+    election = LeaderElectionOptions(namespace=election_namespace(server), lease_duration=LEASE_DURATION,
+                                     renew_deadline=RENEW_DEADLINE, retry_period=0.2)
+    leader = server_scheduler(identity="alpha", leader_election=election)
+    assert leader.wait_leading(30)
+    standby = server_scheduler(identity="beta", leader_election=election)
     assert wait_until(lambda: any(p.capacity.get("runs") == 2 for p in standby.state.get().pods_of("default", "python")), what="standby cache")
 
     # the standby's pod watches fail from now on (its lists still work); the pod shrinks to one slot
-    cluster.faults.error(500, "pods", verbs=("watch",), count=None, user_agent="kruntimes-scheduler/beta")
-    cluster.faults.drop_watches("pods")
-    runtimes = cluster.registry.storage(RUNTIMES)
-    assert runtimes is not None
-    current = cluster.service.get(runtimes, "default", "python")
-    cluster.service.update(
-        runtimes, "default", "python",
-        {**current, "spec": {**current["spec"], "capacity": {"resources": {"runs": "1"}}}},
-        WriteContext("update", user_agent="test"),
-    )
-    wait_until(lambda: any(p.capacity.get("runs") == 1 for p in leader.state.get().pods_of("default", "python")), what="leader sees 1 slot")
+    server.faults.error(500, "pods", verbs=("watch",), count=None, user_agent="kruntimes-scheduler/beta")
+    server.faults.drop_watches("pods")
+    server_kube.patch("/apis/kruntimes.io/v1alpha1/namespaces/default/runtimes/python",
+                      json.dumps({"spec": {"capacity": {"resources": {"runs": "1"}}}})).unwrap()
+    wait_until(lambda: any(p.capacity.get("runs") == 1 for p in leader.state.get().pods_of("default", "python")),
+               timeout=30, what="leader sees 1 slot")
     assert any(p.capacity.get("runs") == 2 for p in standby.state.get().pods_of("default", "python")), "the standby's cache went stale"
 
-    create_run(kube, "first")
-    wait_until(lambda: assigned(kube, "first"), what="first bound")
-    create_run(kube, "second")
-    wait_until(lambda: waiting(kube, "second"), what="second waits")
+    create_run(server_kube, "first")
+    wait_until(lambda: assigned(server_kube, "first"), timeout=30, what="first bound")
+    create_run(server_kube, "second")
+    wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits")
 
     assert leader.stop(timeout=10)  # releases the lease: the standby takes over at once
-    assert standby.wait_leading(10)  # the lease, a fresh relist, then workers
-    create_run(kube, "third")  # a fresh key for the new leader; "second" was re-planned on taking over
-    wait_until(lambda: waiting(kube, "third"), what="third waits")
-    assert assigned(kube, "second") is None
-    assert all(peak <= 1 for peak in max_usage_by_pod(cluster).values()), max_usage_by_pod(cluster)
+    assert standby.wait_leading(30)  # the lease, a fresh relist, then workers
+    create_run(server_kube, "third")  # a fresh key for the new leader; "second" was re-planned on taking over
+    wait_until(lambda: waiting(server_kube, "third"), timeout=30, what="third waits")
+    assert assigned(server_kube, "second") is None
+    assert all(peak <= 1 for peak in max_usage_by_pod(server).values()), max_usage_by_pod(server)
 
 
 def test_runs_met_while_a_slow_renewal_closed_the_write_gate_are_bound_once_it_reopens(
-    cluster: DevCluster, kube: Kube, scheduler: SchedulerFactory
+    server: Server, server_kube: Kube, server_scheduler: SchedulerFactory
 ) -> None:
     """A renewal that takes longer than the renew deadline closes the write gate without ending the
     term (the renewal succeeds: nobody took the Lease). Cycles in that window write nothing; their
     Runs must not be forgotten for the rest of the term."""
-    cluster.add_runtime("python", replicas=2, capacity={"runs": "20"})
-    wait_until(lambda: _pods(kube) == 2, what="pods")
-    election = LeaderElectionOptions(namespace="default", lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
-    leader = scheduler(identity="alpha", leader_election=election)
-    assert leader.wait_leading(10)
+    server.add_runtime("python", replicas=2, capacity={"runs": "20"})
+    wait_until(lambda: ready_pods(server_kube) == 2, timeout=30, what="pods")
+    election = LeaderElectionOptions(namespace=election_namespace(server), lease_duration=2.0, renew_deadline=1.5, retry_period=0.2)
+    leader = server_scheduler(identity="alpha", leader_election=election)
+    assert leader.wait_leading(30)
     outcomes: list[str] = []
     leader.results = lambda result: outcomes.append(result.outcome)
-    cluster.faults.latency(2.0, "leases", count=1)  # the next renewal answers 2 s after it started
+    server.faults.latency(2.0, "leases", count=1)  # the next renewal answers 2 s after it started
     names = [f"gated-{i}" for i in range(30)]
     for name in names:  # a Run every 0.1 s, across the window in which the gate is closed
-        create_run(kube, name)
+        create_run(server_kube, name)
         time.sleep(0.1)
     assert "not_leader" in outcomes, "the gate never closed: the test proves nothing"
-    assert wait_until(lambda: all(assigned(kube, name) for name in names), timeout=10, what="every Run bound")
-    assert _holder(kube) == "alpha" and leader.is_leader(), "the term never ended"
+    assert wait_until(lambda: all(assigned(server_kube, name) for name in names), timeout=30, what="every Run bound")
+    assert _holder(server_kube, election.namespace) == "alpha" and leader.is_leader(), "the term never ended"

@@ -1,10 +1,12 @@
 """An API server that lost its state under a running scheduler: the scheduler relists and schedules on.
 
 The server is a parameter (:class:`LosableServer`): the dev cluster stopped and started afresh on
-the same port (the kubeconfig's token still works: both take the same one) is the one here.
-Whatever the server, the new one issues resourceVersions the scheduler has already seen, to other
-writes: here the same setup and the same test writes give the new pod and the new Run exactly the
-versions the old pod and the old Run had. A scheduler that kept its cache and watched on from its
+the same port (the kubeconfig's token still works: both take the same one), and a real control
+plane whose etcd is restored from a copy taken when the test began (the scheduler on its deploy/
+ServiceAccount token, which the restored server still honours). Whatever the server, the new one
+issues resourceVersions the scheduler has already seen, to other writes: on the dev cluster the
+same setup and the same test writes give the new pod and the new Run exactly the versions the old
+pod and the old Run had; on the real server etcd's revision goes back to the copy's. A scheduler that kept its cache and watched on from its
 version never hears of them (a watch delivers only what follows its version) and keeps the old
 server's objects as they were; the new Run waits forever. Trusting a known version in the relist
 would keep the old pod (same name, same version, another UID) and bind to its UID.
@@ -16,6 +18,8 @@ import argparse
 import dataclasses
 import secrets
 import socket
+import urllib.error
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -25,11 +29,14 @@ import pytest
 
 from kruntimes.commands import replay
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.effects.kube import LEASES, Kube, load_configuration
+from kruntimes.effects.leader import DEFAULT_LEASE_NAME
 from kruntimes.effects.metrics import ServerReset
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions
+from tests.controlplane.server import ControlPlane
 
 from .helpers import NS, TEST_AGENT, assigned, at, create_run, get_run, make_pod, wait_until
+from .servers import SCHEDULER_ACCOUNT
 
 BIND_TIMEOUT = 60.0
 """Generous: a loaded machine; the scheduler needs a watch timeout, a relist and a cycle."""
@@ -47,8 +54,17 @@ class LosableServer(Protocol):
         """Serve: the kruntimes CRDs installed, :attr:`namespace` there; what a loss goes back to."""
         ...
 
+    @property
+    def lease_namespace(self) -> str:
+        """Where a scheduler may hold its election Lease."""
+        ...
+
     def kubeconfig(self, directory: Path) -> Path:
-        """Credentials for the scheduler and the test's own writes, valid before and after a loss."""
+        """Credentials for the test's own writes, valid before and after a loss."""
+        ...
+
+    def scheduler_kubeconfig(self, directory: Path) -> Path:
+        """Credentials for the scheduler, valid before and after a loss."""
         ...
 
     def restart_with_lost_state(self) -> None:
@@ -63,6 +79,7 @@ class RestartedDevCluster:
     """A dev cluster on a fixed port; a loss is a fresh one on that port with the same token."""
 
     namespace = NS
+    lease_namespace = NS
 
     def __init__(self) -> None:
         with socket.socket() as probe:
@@ -80,6 +97,9 @@ class RestartedDevCluster:
         assert self._cluster is not None
         return self._cluster.kubeconfig_path(directory)
 
+    def scheduler_kubeconfig(self, directory: Path) -> Path:
+        return self.kubeconfig(directory)
+
     def restart_with_lost_state(self) -> None:
         self.stop()
         self.start()
@@ -90,10 +110,44 @@ class RestartedDevCluster:
             cluster.stop()
 
 
-@pytest.fixture(params=["dev-cluster"])
-def server(request: pytest.FixtureRequest) -> Iterator[LosableServer]:
-    assert request.param == "dev-cluster"
-    losable = RestartedDevCluster()
+class RestoredControlPlane:
+    """A real control plane of the module's own (deploy/ applied); a loss puts etcd's data back as it
+    was when :meth:`start` made the test's namespace (a namespace per test: here none is ever
+    deleted for good). The scheduler runs on its ServiceAccount's token, under deploy/ RBAC."""
+
+    lease_namespace = SCHEDULER_ACCOUNT[0]
+
+    def __init__(self, plane: ControlPlane, directory: Path) -> None:
+        self._plane = plane
+        self._copy = directory / "etcd-at-start"
+        self.namespace = f"lost-{uuid.uuid4().hex[:8]}"
+
+    def start(self) -> None:
+        self._plane.create_namespace(self.namespace)
+        try:  # an earlier test's Lease: a scheduler must create its own after the loss
+            self._plane.request("DELETE", LEASES.path(self.lease_namespace, DEFAULT_LEASE_NAME))
+        except urllib.error.HTTPError as error:
+            assert error.code == 404, error
+        self._plane.save_etcd(self._copy)
+
+    def kubeconfig(self, directory: Path) -> Path:
+        return self._plane.admin_kubeconfig
+
+    def scheduler_kubeconfig(self, directory: Path) -> Path:
+        return self._plane.service_account_kubeconfig(directory / "scheduler.kubeconfig", *SCHEDULER_ACCOUNT)
+
+    def restart_with_lost_state(self) -> None:
+        self._plane.restore_etcd(self._copy)
+
+    def stop(self) -> None:
+        """The control plane is the module's: it stays for the next test."""
+
+
+@pytest.fixture(params=["dev", "real"])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LosableServer]:
+    losable: LosableServer = (
+        RestartedDevCluster() if request.param == "dev" else RestoredControlPlane(request.getfixturevalue("real_plane"), tmp_path)
+    )
     losable.start()
     yield losable
     losable.stop()
@@ -114,7 +168,8 @@ def scheduler_on(server: LosableServer, directory: Path, **overrides: Any) -> Sc
         cycle_log=directory / "cycles.jsonl",
     )
     options = dataclasses.replace(options, **overrides)
-    scheduler = Scheduler(client(server, directory, "kruntimes-scheduler/restarted"), options)
+    loaded = load_configuration(str(server.scheduler_kubeconfig(directory))).unwrap()
+    scheduler = Scheduler(Kube(loaded.configuration, request_timeout=10, user_agent="kruntimes-scheduler/restarted"), options)
     scheduler.start()
     assert scheduler.wait_leading(30), "the scheduler did not start leading"
     return scheduler
@@ -171,7 +226,7 @@ def test_a_leader_that_recreates_its_lease_after_a_quick_restart_relists_and_bin
     # the restart is shorter than the renew deadline, so the leader keeps leading: its next renewal
     # finds the Lease gone and creates it. The watch timeout is long; the informers' read after
     # their broken watches may show the loss first, and then the Lease is taken in the new term.
-    election = LeaderElectionOptions(namespace=server.namespace, lease_duration=15.0, renew_deadline=10.0, retry_period=0.5)
+    election = LeaderElectionOptions(namespace=server.lease_namespace, lease_duration=15.0, renew_deadline=10.0, retry_period=0.5)
     scheduler = scheduler_on(server, tmp_path, leader_election=election, watch_timeout=300)
     try:
         bind_one_then_lose_the_state(server, scheduler, tmp_path)

@@ -125,31 +125,37 @@ rate over any second is the same."""
 
 class TokenBucket:
     """``rate`` tokens a second, at most ``burst`` saved; ``take()`` sleeps until one is there
-    (until :data:`WAKE_BATCH` seconds of them are, once it had to wait).
+    (until :data:`WAKE_BATCH` seconds of them are, once it had to wait), or until :meth:`stop`.
 
     ``share()`` (read at every take, from 0 to 1) scales both: the part of a budget set for the
     whole scheduler that this process may spend (sharded mode: one live replica's part).
 
-    Twenty lines with an injectable clock and sleep, so tests run on simulated time; a
+    A few lines with an injectable clock and sleep, so tests run on simulated time; a
     rate-limiting package would bring more API than this one blocking call needs.
     """
 
     def __init__(
         self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep, share: Callable[[], float] = lambda: 1.0,
+        sleep: Callable[[float], object] | None = None, share: Callable[[], float] = lambda: 1.0,
     ) -> None:
+        """``sleep``: by default a wait that :meth:`stop` cuts short (at a low rate a token may
+        be minutes away, and a stopping process must not wait for it)."""
         self._rate = rate
         self._burst = float(max(burst, 1))
         self._clock = clock
-        self._sleep = sleep
+        self._stopped = threading.Event()
+        self._sleep = sleep if sleep is not None else self._stopped.wait
         self._share = share
         self._tokens = self._burst
         self._at = clock()
+        self.waiting_until: float | None = None
+        """When the sleep under way ends (on ``clock``): nothing is taken before then."""
 
-    def take(self) -> None:
-        if self._rate <= 0:
-            return
-        while True:
+    def take(self) -> bool:
+        """Spend a token: ``True``; ``False`` once :meth:`stop` was called (before or during the sleep)."""
+        while not self._stopped.is_set():
+            if self._rate <= 0:
+                return True
             share = min(1.0, max(self._share(), MIN_SHARE))
             rate, burst = self._rate * share, max(1.0, self._burst * share)
             now = self._clock()
@@ -157,9 +163,23 @@ class TokenBucket:
             self._at = now
             if self._tokens >= 1.0 - 1e-9:  # a sleep's float rounding must not cost a wake-up
                 self._tokens = max(0.0, self._tokens - 1.0)
-                return
+                return True
             wanted = min(burst, max(1.0, rate * WAKE_BATCH))
-            self._sleep((wanted - self._tokens) / rate)
+            delay = (wanted - self._tokens) / rate
+            self.waiting_until = now + delay
+            try:
+                self._sleep(delay)
+            finally:
+                self.waiting_until = None
+        return False
+
+    def stop(self) -> None:
+        """Every take from now on, and the one sleeping now, returns ``False`` (any thread)."""
+        self._stopped.set()
+
+    def resume(self) -> None:
+        """Takes spend tokens again (a recorder started anew)."""
+        self._stopped.clear()
 
 
 class EventRecorder:
@@ -172,7 +192,7 @@ class EventRecorder:
         *,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utcnow,
-        sleep: Callable[[float], object] = time.sleep,
+        sleep: Callable[[float], object] | None = None,
         may_write: Callable[[str], bool] = lambda namespace: True,
         share: Callable[[], float] = lambda: 1.0,
         supervisor: Supervisor | None = None,
@@ -288,14 +308,18 @@ class EventRecorder:
     def start(self) -> None:
         if self._thread is not None:
             return
+        self._bucket.resume()
         self._thread = self._supervisor.thread(self._loop, "event-recorder")
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Write what is queued (for at most ``timeout`` seconds), then end the thread."""
+        """End the writer thread (waiting ``timeout`` seconds at most, for a request on the wire):
+        what the rate limit holds back, or is still queued, is not written (:meth:`flush` first
+        to let it out). A low ``--event-qps`` may hold an Event for minutes: a stop waits for none."""
         thread = self._thread
         if thread is None:
             return
+        self._bucket.stop()
         try:
             self._queue.put(None, timeout=timeout)
         except queue.Full:
@@ -304,11 +328,15 @@ class EventRecorder:
         self._thread = None
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every queued event was attempted (tests)."""
+        """Wait until every queued event was attempted, for at most ``timeout`` seconds: ``False``
+        at once when the rate limit holds the next one past them."""
         deadline = self._clock() + timeout
         while self._clock() < deadline:
             if self._queue.unfinished_tasks == 0:
                 return True
+            held = self._bucket.waiting_until
+            if held is not None and held > deadline:
+                return False
             time.sleep(0.01)
         return self._queue.unfinished_tasks == 0
 
@@ -335,7 +363,9 @@ class EventRecorder:
         return False
 
     def _write(self, item: _Pending) -> None:
-        self._bucket.take()
+        if not self._bucket.take():  # stopping: the term is over, its Events are never written
+            self.fenced += 1
+            return
         # Published before the gate is asked: whoever closes a namespace's gate and then finds
         # it not writing here knows that no request for it can still leave (sharded handoffs).
         self._writing = item.namespace
