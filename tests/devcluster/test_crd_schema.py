@@ -313,7 +313,7 @@ def test_an_invalid_create_is_a_422_with_causes_and_the_servers_message(cluster:
     assert code == 422 and body["reason"] == "Invalid"
     assert body["message"].startswith('Run.kruntimes.io "bad" is invalid: [spec.runtime: Invalid value: "no_": spec.runtime in body should match')
     assert [(c["reason"], c["field"]) for c in body["details"]["causes"]] == [("FieldValueInvalid", "spec.runtime"), ("FieldValueInvalid", "spec.mode")]
-    assert body["details"]["causes"][1]["message"] == 'Invalid value: "object": set exactly one of task and function'
+    assert body["details"]["causes"][1]["message"] == 'Invalid value: "object": exactly one of task or function must be set'
 
 
 def test_updates_patches_and_status_writes_are_validated_after_the_change(cluster: DevCluster) -> None:
@@ -321,14 +321,14 @@ def test_updates_patches_and_status_writes_are_validated_after_the_change(cluste
     one = cluster.url + RUNS + "/r"
     assert request_json(http, "POST", cluster.url + RUNS, _run("r", cancelRequested=True))[0] == 201
     code, body, _ = request_json(http, "PATCH", one, {"spec": {"timeout": "5m"}}, content_type="application/merge-patch+json")
-    assert code == 422 and "cannot change after creation" in body["message"]
+    assert code == 422 and "resources are immutable after Run creation" in body["message"]
     code, body, _ = request_json(http, "PATCH", one, {"spec": {"cancelRequested": False}}, content_type="application/merge-patch+json")
-    assert code == 422 and "cancelRequested cannot go back from true to false" in body["message"]
+    assert code == 422 and "cancelRequested may not transition from true to false" in body["message"]
     code, body, _ = request_json(http, "PATCH", one, [{"op": "replace", "path": "/spec/runtime", "value": "Bad Name"}], content_type="application/json-patch+json")
     assert code == 422 and body["details"]["causes"][0]["field"] == "spec.runtime"
     current = request_json(http, "GET", one)[1]
     code, body, _ = request_json(http, "PUT", one, {**current, "spec": {**current["spec"], "workspace": {"name": "w"}}})
-    assert code == 422 and "affinity and workspace cannot change after creation" in body["message"]
+    assert code == 422 and "workspace and affinity are immutable after Run creation" in body["message"]
     status = one + "/status"
     code, body, _ = request_json(http, "PATCH", status, {"status": {"phase": "Sleeping"}}, content_type="application/merge-patch+json")
     assert code == 422 and body["details"]["causes"][0]["reason"] == "FieldValueNotSupported"
@@ -343,7 +343,7 @@ def test_updates_patches_and_status_writes_are_validated_after_the_change(cluste
 def test_dry_run_validates_exactly_the_same_and_persists_nothing(cluster: DevCluster) -> None:
     http = urllib3.PoolManager(retries=False)
     code, body, _ = request_json(http, "POST", cluster.url + RUNS + "?dryRun=All", _run("bad", mode={}))
-    assert code == 422 and "set exactly one of task and function" in body["message"]
+    assert code == 422 and "exactly one of task or function must be set" in body["message"]
     code, body, _ = request_json(http, "POST", cluster.url + RUNS + "?dryRun=All", _run("good", workspace={"name": "w"}))
     assert code == 201 and body["spec"]["workspace"]["kind"] == "PersistentWorkspace"
     assert request_json(http, "GET", cluster.url + RUNS + "/good")[0] == 404
