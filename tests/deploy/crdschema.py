@@ -174,6 +174,21 @@ def _entrypoint_relative(spec: Mapping[str, Any]) -> bool:
     return not entry.startswith("/") and ".." not in entry.split("/")
 
 
+def _inline_path_relative(source: Mapping[str, Any]) -> bool:
+    if not _has(source, "inlinePath"):
+        return True
+    path = str(source["inlinePath"])
+    return not path.startswith("/") and not any(_size(segment) == 0 or segment in (".", "..") for segment in path.split("/"))
+
+
+def _inline_path_only_for_inline_functions(spec: Mapping[str, Any]) -> bool:
+    return not _has(spec, "source") or not _has(spec["source"], "inlinePath") or (_has(spec["mode"], "function") and _has(spec["source"], "inline"))
+
+
+def _inline_function_names_its_path(spec: Mapping[str, Any]) -> bool:
+    return not _has(spec["mode"], "function") or not _has(spec, "source") or not _has(spec["source"], "inline") or _has(spec["source"], "inlinePath")
+
+
 def _same_optional(new: Mapping[str, Any], old: Mapping[str, Any], key: str) -> bool:
     """CEL ``has(self.k) == has(oldSelf.k) && (!has(self.k) || self.k == oldSelf.k)``."""
     return _has(new, key) == _has(old, key) and (not _has(new, key) or new[key] == old[key])
@@ -209,8 +224,8 @@ def _runtime_image_length(spec: Mapping[str, Any]) -> bool:
     containers = _containers(spec)
     if _size(containers) == 0:
         return True
-    first = containers[0]
-    return _has(first, "image") and 0 < _size(first["image"]) <= 2048
+    image = containers[0]["image"]  # no has(): an absent image is an evaluation error, as in CEL
+    return 0 < _size(image) <= 2048
 
 
 DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -229,7 +244,7 @@ VOLUME_SOURCES = (
 )  # fmt: skip
 """The inline members of core/v1 VolumeSource, in the order of the Runtime workspace rule."""
 
-WORKSPACE_ONE_SOURCE = "[" + ", ".join(f"has(self.{n})" for n in VOLUME_SOURCES) + "].filter(present, present).size() <= 1"
+WORKSPACE_ONE_SOURCE = " + ".join(f"(has(self.{n})?1:0)" for n in VOLUME_SOURCES) + " <= 1"
 
 RULES: dict[str, Predicate] = {
     # Run: every affinity term (required and preferred, affinity and anti-affinity)
@@ -239,8 +254,12 @@ RULES: dict[str, Predicate] = {
     "has(self.task) != has(self.function)": lambda m: _has(m, "task") != _has(m, "function"),
     "!(has(self.inline) && has(self.repoURL))": lambda s: not (_has(s, "inline") and _has(s, "repoURL")),
     "!has(self.commitSHA) || has(self.repoURL)": lambda s: not _has(s, "commitSHA") or _has(s, "repoURL"),
+    "!has(self.inlinePath) || (!self.inlinePath.startsWith('/')"
+    " && !self.inlinePath.split('/').exists(segment, size(segment) == 0 || segment == '.' || segment == '..'))": _inline_path_relative,
     "!has(self.mode.task) || !has(self.mode.task.entrypoint) || (has(self.source) && has(self.source.inline))"
-    " || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(part, part == '..'))": _entrypoint_relative,
+    " || (!self.mode.task.entrypoint.startsWith('/') && !self.mode.task.entrypoint.split('/').exists(segment, segment == '..'))": _entrypoint_relative,
+    "!has(self.source) || !has(self.source.inlinePath) || (has(self.mode.function) && has(self.source.inline))": _inline_path_only_for_inline_functions,
+    "!has(self.mode.function) || !has(self.source) || !has(self.source.inline) || has(self.source.inlinePath)": _inline_function_names_its_path,
     # artifact stores (Runtime spec, Run status) and artifact references (Run status)
     "(self.driver == 'filesystem' && has(self.filesystem) && !has(self.s3))"
     " || (self.driver == 's3' && has(self.s3) && !has(self.filesystem))": _artifact_store_matches,
@@ -251,8 +270,8 @@ RULES: dict[str, Predicate] = {
     or (ref["driver"] == "s3" and _has(ref["location"], "s3")),
     # Runtime spec, spec.workspace
     "self.template.spec.containers.size() > 0 && self.template.spec.containers[0].name == 'runtime'": _first_container_is_runtime,
-    "self.template.spec.containers.size() == 0 || (has(self.template.spec.containers[0].image)"
-    " && self.template.spec.containers[0].image.size() > 0 && self.template.spec.containers[0].image.size() <= 2048)": _runtime_image_length,
+    "self.template.spec.containers.size() == 0 || (self.template.spec.containers[0].image.size() > 0"
+    " && self.template.spec.containers[0].image.size() <= 2048)": _runtime_image_length,
     "!has(self.template.spec.restartPolicy) || self.template.spec.restartPolicy == 'Always'": lambda s: (
         not _has(s["template"]["spec"], "restartPolicy") or s["template"]["spec"]["restartPolicy"] == "Always"
     ),
@@ -265,14 +284,13 @@ RULES: dict[str, Predicate] = {
 """CEL rule text -> the same predicate in Python, evaluated on ``self``."""
 
 TRANSITION_RULES: dict[str, Transition] = {
-    "self.runtime == oldSelf.runtime && self.mode == oldSelf.mode && has(self.source) == has(oldSelf.source)"
-    " && (!has(self.source) || self.source == oldSelf.source) && has(self.env) == has(oldSelf.env)"
-    " && (!has(self.env) || self.env == oldSelf.env) && has(self.timeout) == has(oldSelf.timeout)"
-    " && (!has(self.timeout) || self.timeout == oldSelf.timeout) && has(self.retryPolicy) == has(oldSelf.retryPolicy)"
-    " && (!has(self.retryPolicy) || self.retryPolicy == oldSelf.retryPolicy) && has(self.resources) == has(oldSelf.resources)"
-    " && (!has(self.resources) || self.resources == oldSelf.resources)": _run_spec_immutable,
-    "has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)"
-    " && has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace)": lambda new, old: (
+    "self.runtime == oldSelf.runtime && has(self.source) == has(oldSelf.source) && (!has(self.source) || self.source == oldSelf.source)"
+    " && self.mode == oldSelf.mode && has(self.env) == has(oldSelf.env) && (!has(self.env) || self.env == oldSelf.env)"
+    " && has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout)"
+    " && has(self.retryPolicy) == has(oldSelf.retryPolicy) && (!has(self.retryPolicy) || self.retryPolicy == oldSelf.retryPolicy)"
+    " && has(self.resources) == has(oldSelf.resources) && (!has(self.resources) || self.resources == oldSelf.resources)": _run_spec_immutable,
+    "has(self.workspace) == has(oldSelf.workspace) && (!has(self.workspace) || self.workspace == oldSelf.workspace)"
+    " && has(self.affinity) == has(oldSelf.affinity) && (!has(self.affinity) || self.affinity == oldSelf.affinity)": lambda new, old: (
         _same_optional(new, old, "affinity") and _same_optional(new, old, "workspace")
     ),
     "!has(oldSelf.cancelRequested) || !oldSelf.cancelRequested || (has(self.cancelRequested) && self.cancelRequested)": _cancel_one_way,

@@ -162,14 +162,26 @@ def test_name_patterns_and_lengths() -> None:
         assert [p.path for p in problems(run(workspace={"name": bad_ws}))] == ["spec.workspace.name"], bad_ws
 
 
-def test_nothing_the_user_sets_in_a_runtime_template_is_pruned() -> None:
-    """The pod template keeps every core/v1 field: the unknown parts are preserved, not pruned."""
-    template = at(schema_of("Runtime"), "spec.template")
-    assert template["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert template["properties"]["metadata"]["x-kubernetes-preserve-unknown-fields"] is True
-    assert template["properties"]["spec"]["properties"]["containers"]["items"]["x-kubernetes-preserve-unknown-fields"] is True
+def test_a_runtime_template_is_judged_as_a_pod_template() -> None:
+    """As upstream's: the template is core/v1 PodTemplateSpec, so a misspelt or mistyped pod field is
+    refused (kubectl's strict validation) instead of being kept, and the workspace is a VolumeSource."""
+    base = load_one(EXAMPLES / "valid" / "runtime-python.yaml")
+    assert not problems(base)
+    misspelt = copy.deepcopy(base)
+    misspelt["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    assert [(p.path, p.source) for p in problems(misspelt)] == [("spec.template.spec.containers[0]", "schema")]
+    mistyped = copy.deepcopy(base)
+    mistyped["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": "http"}]
+    assert [p.path for p in problems(mistyped)] == ["spec.template.spec.containers[0].ports[0].containerPort"]
+    pod = copy.deepcopy(base)
+    pod["spec"]["template"]["spec"]["nodeSelector"] = {"disk": "ssd"}
+    pod["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    assert not problems(pod)
     workspace = at(schema_of("Runtime"), "spec.workspace")
     assert sorted(workspace["properties"]) == sorted(crdschema.VOLUME_SOURCES)
+    claim = copy.deepcopy(base)
+    claim["spec"]["workspace"] = {"persistentVolumeClaim": {"claimName": "w", "readOnlyy": True}}
+    assert [p.path for p in problems(claim)] == ["spec.workspace.persistentVolumeClaim"]
 
 
 # --- CEL rules --------------------------------------------------------------------------------------
@@ -284,15 +296,17 @@ EXPECTED_REJECTIONS: dict[str, tuple[str, crdschema.Source, str]] = {
     "run-affinity-too-many-terms.yaml": ("spec.affinity.runAffinity.requiredDuringSchedulingIgnoredDuringExecution", "schema", "too long"),
     "run-request-not-a-quantity.yaml": ("spec.resources.requests.gpu", "schema", "does not match"),
     "run-workspace-wrong-kind.yaml": ("spec.workspace.kind", "schema", "is not one of"),
-    "run-mode-both.yaml": ("spec.mode", "rule", "exactly one of task and function"),
-    "run-source-inline-and-repo.yaml": ("spec.source", "rule", "at most one of inline and repoURL"),
+    "run-mode-both.yaml": ("spec.mode", "rule", "exactly one of task or function must be set"),
+    "run-source-inline-and-repo.yaml": ("spec.source", "rule", "inline and repoURL are mutually exclusive"),
     "run-entrypoint-escapes.yaml": ("spec", "rule", "relative path"),
+    "run-inline-function-without-path.yaml": ("spec", "rule", "function mode inline source requires source.inlinePath"),
+    "run-inline-path-escapes.yaml": ("spec.source", "rule", "inlinePath must be a relative file path"),
     "run-missing-mode.yaml": ("spec", "schema", "'mode' is a required property"),
     "run-runtime-name-invalid.yaml": ("spec.runtime", "schema", "does not match"),
     "run-unknown-field.yaml": ("spec", "schema", "'runtimeName' was unexpected"),
-    "runtime-first-container-not-runtime.yaml": ("spec", "rule", "named runtime"),
+    "runtime-first-container-not-runtime.yaml": ("spec", "rule", "template.spec.containers[0] must be named runtime"),
     "runtime-port-zero.yaml": ("spec.port", "schema", "minimum"),
-    "runtime-two-workspace-sources.yaml": ("spec.workspace", "rule", "at most one workspace volume source"),
+    "runtime-two-workspace-sources.yaml": ("spec.workspace", "rule", "at most one workspace volume source may be set"),
     "persistentworkspace-unknown-mode.yaml": ("spec.mode", "schema", "is not one of"),
 }
 

@@ -57,7 +57,7 @@ def test_crds_register_the_kinds_and_kubectl_prints_their_columns(kubectl: Kubec
     table = rows(kubectl("get", "rn"))
     assert table[0] == ["NAME", "PHASE", "ASSIGNED POD", "RUNTIME", "AGE"]
     by_name = {r[0]: r for r in table[1:]}
-    assert set(by_name) == {"hello", "notebook-cell-7", "resize-images"}
+    assert set(by_name) == {"greet", "hello", "notebook-cell-7", "resize-images"}
     assert by_name["hello"][1:4] == ["Scheduled", "python-0", "python"]
     runtimes = rows(kubectl("get", "rt"))
     assert runtimes[0] == ["NAME", "IMAGE", "REPLICAS", "READY", "AGE"]

@@ -89,7 +89,7 @@ def test_kubectl_applies_a_list_as_kubectl_get_prints_it(kubectl: Kubectl) -> No
     kubectl.ok("delete", "runs", "--all")
     assert kubectl.ok("get", "runs", "-o", "name") == ""
     out = kubectl.ok("apply", "-f", "-", stdin=listed)
-    assert sorted(out.split()) == sorted(["run.kruntimes.io/hello", "created", "run.kruntimes.io/notebook-cell-7", "created", "run.kruntimes.io/resize-images", "created"])
+    assert sorted(out.split()) == sorted(["run.kruntimes.io/greet", "created", "run.kruntimes.io/hello", "created", "run.kruntimes.io/notebook-cell-7", "created", "run.kruntimes.io/resize-images", "created"])
     invalid_list = "apiVersion: v1\nkind: List\nitems:\n" + "".join("- " + "\n  ".join(p.read_text().splitlines()[1:]) + "\n" for p in INVALID[:1])
     assert kubectl.run("apply", "-f", "-", stdin=invalid_list).returncode != 0
 

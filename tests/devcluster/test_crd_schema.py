@@ -169,9 +169,10 @@ def _rule_schema(rule: dict[str, Any], **props: Any) -> dict[str, Any]:
 
 
 def test_a_failing_rule_reports_its_message_at_its_place() -> None:
-    schema = _rule_schema({"rule": "has(self.a) != has(self.b)", "message": "set exactly one of a and b"}, a={"type": "string"}, b={"type": "string"})
+    """kube-apiserver prints no value for an object or a list a rule refuses, and a scalar's value."""
+    schema = _rule_schema({"rule": "has(self.a) != has(self.b)", "message": " set exactly one of a and b "}, a={"type": "string"}, b={"type": "string"})
     assert _errors(schema, {"a": "x"}) == []
-    assert _errors(schema, {"a": "x", "b": "y"}) == [("FieldValueInvalid", "spec", 'Invalid value: "object": set exactly one of a and b')]
+    assert _errors(schema, {"a": "x", "b": "y"}) == [("FieldValueInvalid", "spec", "Invalid value: set exactly one of a and b")]
     assert "apply_schema" not in str(FieldError)  # the type is importable from errors; nothing more to it
 
 
@@ -182,14 +183,14 @@ def test_message_expression_reason_and_field_path() -> None:
     )
     assert _errors(schema, {"n": 5}) == [("FieldValueForbidden", "spec.n", "Forbidden: n is 5, at most 3")]
     without = _rule_schema({"rule": "self.n <= 3"}, n={"type": "integer"})
-    assert _errors(without, {"n": 5}) == [("FieldValueInvalid", "spec", 'Invalid value: "object": failed rule: self.n <= 3')]
+    assert _errors(without, {"n": 5}) == [("FieldValueInvalid", "spec", "Invalid value: failed rule: self.n <= 3")]
 
 
 def test_transition_rules_compare_with_the_stored_value_and_are_skipped_on_create() -> None:
     schema = _spec_schema(runtime={"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "runtime is immutable"}]})
     assert _errors(schema, {"runtime": "a"}) == []  # create: no oldSelf, rule skipped
     assert _errors(schema, {"runtime": "a"}, {"runtime": "a"}) == []
-    assert _errors(schema, {"runtime": "b"}, {"runtime": "a"}) == [("FieldValueInvalid", "spec.runtime", 'Invalid value: "string": runtime is immutable')]
+    assert _errors(schema, {"runtime": "b"}, {"runtime": "a"}) == [("FieldValueInvalid", "spec.runtime", 'Invalid value: "b": runtime is immutable')]
     assert _errors(schema, {"runtime": "b"}, {}) == []  # nothing to correlate with: skipped too
 
 
@@ -201,16 +202,41 @@ def test_transition_rules_correlate_map_list_items_by_key() -> None:
     assert [f for _, f, _ in _errors(schema, {"items": [{"type": "B", "v": 1}]}, old)] == ["spec.items[0].v"]
 
 
-def test_rules_are_skipped_when_a_value_has_the_wrong_type() -> None:
-    schema = _rule_schema({"rule": "self.n > 0"}, n={"type": "integer"})
-    assert [r for r, _, _ in _errors(schema, {"n": "one"})] == ["FieldValueTypeInvalid"]
+NOT_CHECKED = ("FieldValueInvalid", "<nil>", "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation")
 
 
-def test_a_rule_that_cannot_be_evaluated_fails_with_the_cause() -> None:
+@pytest.mark.parametrize(
+    ("prop", "value", "reason"),
+    [
+        ({"type": "integer"}, "one", "FieldValueTypeInvalid"),
+        ({"type": "string", "enum": ["a"]}, "b", "FieldValueNotSupported"),
+        ({"type": "string", "maxLength": 1}, "bb", "FieldValueTooLong"),
+        ({"type": "array", "maxItems": 1, "items": {"type": "integer"}}, [1, 2], "FieldValueTooMany"),
+    ],
+)
+def test_rules_are_skipped_after_a_blocking_error_and_the_server_says_so(prop: dict[str, Any], value: Any, reason: str) -> None:
+    """kube-apiserver's ``hasBlockingErr``: a wrong type, an unsupported value, a missing required
+    field or a size beyond a bound stops every CEL rule, and one more cause says so."""
+    schema = _rule_schema({"rule": "false", "message": "never"}, n=prop)
+    assert [r for r, _, _ in _errors(schema, {"n": value})] == [reason, "FieldValueInvalid"]
+    assert _errors(schema, {"n": value})[-1] == NOT_CHECKED
+    required = _rule_schema({"rule": "false", "message": "never"}, n={"type": "integer"})
+    required["properties"]["spec"]["required"] = ["n"]
+    assert _errors(required, {}) == [("FieldValueRequired", "spec.n", "Required value"), NOT_CHECKED]
+    below_minimum = _rule_schema({"rule": "false", "message": "never"}, n={"type": "integer", "minimum": 1})
+    assert [r for r, _, _ in _errors(below_minimum, {"n": 0})] == ["FieldValueInvalid", "FieldValueInvalid"]  # not blocking: the rule ran
+    assert _errors(_spec_schema(n={"type": "integer"}), {"n": "one"})[-1][0] == "FieldValueTypeInvalid"  # no rule, no note
+
+
+def test_a_rule_that_cannot_be_evaluated_fails_with_the_cause_and_the_rules_message() -> None:
+    """As kube-apiserver words it: the cause, then the rule's message, or its text when it has none."""
     schema = _rule_schema({"rule": "self.missing == 1"}, n={"type": "integer"})
     ((reason, where, detail),) = _errors(schema, {"n": 1})
     assert (reason, where) == ("FieldValueInvalid", "spec")
-    assert "no such key: missing" in detail
+    assert detail == 'Invalid value: "object": no such key: missing evaluating rule: self.missing == 1'
+    with_message = _rule_schema({"rule": "self.missing == 1", "message": " missing must be 1 "}, n={"type": "integer"})
+    ((_, _, detail),) = _errors(with_message, {"n": 1})
+    assert detail == 'Invalid value: "object": no such key: missing evaluating rule: missing must be 1'
 
 
 def test_every_rule_of_the_shipped_crds_compiles() -> None:
@@ -302,7 +328,8 @@ def test_unknown_fields_are_pruned_warned_about_or_refused_as_asked(cluster: Dev
     assert code == 201 and "runtimeName" not in body["spec"]
     assert 'unknown field \\"spec.runtimeName\\"' in resp.headers.get("Warning", "")
     code, body, _ = request_json(http, "POST", cluster.url + RUNS + "?fieldValidation=Strict", _run("b", runtimeName="x"))
-    assert code == 400 and body["reason"] == "BadRequest" and 'unknown field "spec.runtimeName"' in body["message"]
+    assert code == 400 and body["reason"] == "BadRequest"
+    assert body["message"] == 'Run in version "v1alpha1" cannot be handled as a Run: strict decoding error: unknown field "spec.runtimeName"'
     code, _, resp = request_json(http, "POST", cluster.url + RUNS + "?fieldValidation=Ignore", _run("c", runtimeName="x"))
     assert code == 201 and "Warning" not in resp.headers
 
@@ -313,7 +340,7 @@ def test_an_invalid_create_is_a_422_with_causes_and_the_servers_message(cluster:
     assert code == 422 and body["reason"] == "Invalid"
     assert body["message"].startswith('Run.kruntimes.io "bad" is invalid: [spec.runtime: Invalid value: "no_": spec.runtime in body should match')
     assert [(c["reason"], c["field"]) for c in body["details"]["causes"]] == [("FieldValueInvalid", "spec.runtime"), ("FieldValueInvalid", "spec.mode")]
-    assert body["details"]["causes"][1]["message"] == 'Invalid value: "object": set exactly one of task and function'
+    assert body["details"]["causes"][1]["message"] == "Invalid value: exactly one of task or function must be set"
 
 
 def test_updates_patches_and_status_writes_are_validated_after_the_change(cluster: DevCluster) -> None:
@@ -321,14 +348,14 @@ def test_updates_patches_and_status_writes_are_validated_after_the_change(cluste
     one = cluster.url + RUNS + "/r"
     assert request_json(http, "POST", cluster.url + RUNS, _run("r", cancelRequested=True))[0] == 201
     code, body, _ = request_json(http, "PATCH", one, {"spec": {"timeout": "5m"}}, content_type="application/merge-patch+json")
-    assert code == 422 and "cannot change after creation" in body["message"]
+    assert code == 422 and "resources are immutable after Run creation" in body["message"]
     code, body, _ = request_json(http, "PATCH", one, {"spec": {"cancelRequested": False}}, content_type="application/merge-patch+json")
-    assert code == 422 and "cancelRequested cannot go back from true to false" in body["message"]
+    assert code == 422 and "cancelRequested may not transition from true to false" in body["message"]
     code, body, _ = request_json(http, "PATCH", one, [{"op": "replace", "path": "/spec/runtime", "value": "Bad Name"}], content_type="application/json-patch+json")
     assert code == 422 and body["details"]["causes"][0]["field"] == "spec.runtime"
     current = request_json(http, "GET", one)[1]
     code, body, _ = request_json(http, "PUT", one, {**current, "spec": {**current["spec"], "workspace": {"name": "w"}}})
-    assert code == 422 and "affinity and workspace cannot change after creation" in body["message"]
+    assert code == 422 and "workspace and affinity are immutable after Run creation" in body["message"]
     status = one + "/status"
     code, body, _ = request_json(http, "PATCH", status, {"status": {"phase": "Sleeping"}}, content_type="application/merge-patch+json")
     assert code == 422 and body["details"]["causes"][0]["reason"] == "FieldValueNotSupported"
@@ -343,7 +370,7 @@ def test_updates_patches_and_status_writes_are_validated_after_the_change(cluste
 def test_dry_run_validates_exactly_the_same_and_persists_nothing(cluster: DevCluster) -> None:
     http = urllib3.PoolManager(retries=False)
     code, body, _ = request_json(http, "POST", cluster.url + RUNS + "?dryRun=All", _run("bad", mode={}))
-    assert code == 422 and "set exactly one of task and function" in body["message"]
+    assert code == 422 and "exactly one of task or function must be set" in body["message"]
     code, body, _ = request_json(http, "POST", cluster.url + RUNS + "?dryRun=All", _run("good", workspace={"name": "w"}))
     assert code == 201 and body["spec"]["workspace"]["kind"] == "PersistentWorkspace"
     assert request_json(http, "GET", cluster.url + RUNS + "/good")[0] == 404

@@ -197,7 +197,7 @@ def test_immutable_run_spec_fields_refuse_a_change(kube: Kube) -> None:
     with pytest.raises(client.ApiException) as refused:
         kube.custom.patch_namespaced_custom_object(GROUP, VERSION, "default", "runs", "r", {"spec": {"runtime": "node"}})
     assert refused.value.status == 422
-    assert "runtime, mode, source, env, timeout, retryPolicy and resources cannot change after creation" in (refused.value.body or "")
+    assert "runtime, source, mode, env, timeout, retryPolicy, and resources are immutable after Run creation" in (refused.value.body or "")
 
 
 def test_fields_the_schema_does_not_declare_are_pruned_with_a_warning(kube: Kube) -> None:

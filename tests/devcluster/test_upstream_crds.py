@@ -67,7 +67,7 @@ def test_the_simulator_builds_pods_from_an_upstream_runtimes_template(upstream_c
     kube.custom.create_namespaced_custom_object(GROUP, VERSION, "default", "runtimes", runtime)
 
     def ready() -> list[client.V1Pod] | None:
-        pods = kube.core.list_namespaced_pod("default", label_selector="runtime=python,team=data").items
+        pods = kube.core.list_namespaced_pod("default", label_selector="runtime=python").items
         return pods if len(pods) == 3 and all(p.status and p.status.phase == "Running" for p in pods) else None
 
     pod = wait_until(ready, what="the template's pods")[0]

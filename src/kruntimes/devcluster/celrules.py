@@ -59,10 +59,12 @@ EXTENSIONS: Final[Mapping[str, Callable[..., Any]]] = {"split": split}
 @final
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """One rule's verdict: ``ok``, or why not (``message`` is the rule's message, or the evaluation error)."""
+    """One rule's verdict: ``ok``, or why not (``message`` is the rule's message, or the evaluation
+    error when ``evaluation_error``: the server words the two causes differently)."""
 
     ok: bool
     message: str = ""
+    evaluation_error: bool = False
 
 
 @final
@@ -112,11 +114,12 @@ class CompiledRule:
                 activation["oldSelf"] = to_cel(old)
             result = _run(self._program, activation)
         except _EvalError as exc:
-            return Outcome(False, f"{exc} evaluating rule: {self.text}")
+            # kube-apiserver names the rule by its message when it has one (``ruleErrorString``)
+            return Outcome(False, f"{exc} evaluating rule: {(self.message or self.text).strip()}", evaluation_error=True)
         from celpy import celtypes
 
         if not isinstance(result, (bool, celtypes.BoolType)):
-            return Outcome(False, f"{self.text}: rule did not evaluate to a bool")
+            return Outcome(False, f"{self.text}: rule did not evaluate to a bool", evaluation_error=True)
         if bool(result):
             return Outcome(True)
         return Outcome(False, self._failure_message(activation))
@@ -129,7 +132,7 @@ class CompiledRule:
                 rendered = None
             if isinstance(rendered, str) and rendered.strip() and "\n" not in rendered:
                 return str(rendered)
-        return self.message or f"failed rule: {self.text}"
+        return self.message.strip() or f"failed rule: {self.text.strip()}"
 
 
 class _EvalError(Exception):
@@ -202,7 +205,9 @@ def _run(program: celpy.Runner, activation: dict[str, Any]) -> Any:
     return result
 
 
-_ROOT_CAUSE: Final = re.compile(r"no such member in mapping: '[^']*'|no such key: [^\s'\"]+")
+_ROOT_CAUSE: Final = re.compile(r"no such member in mapping: \\?'(?P<member>[^'\\]*)\\?'|no such key: (?P<key>[^\s'\"\\]+)")
+"""A missing field, also inside the operands' errors that cel-python quotes (escaped) when both sides
+of ``&&`` or ``||`` failed: CEL then answers one of the operands' errors, as kube-apiserver does."""
 
 
 def _describe(exc: Exception) -> str:
@@ -210,8 +215,7 @@ def _describe(exc: Exception) -> str:
     text = " ".join(str(a) for a in exc.args)
     missing = _ROOT_CAUSE.search(text)
     if missing is not None:
-        key = missing.group(0).rsplit(" ", 1)[-1].strip("'")
-        return f"no such key: {key}"
+        return f"no such key: {missing.group('member') if missing.group('member') is not None else missing.group('key')}"
     first = exc.args[0] if exc.args else exc
     return str(first)[:300]
 

@@ -44,6 +44,10 @@ from kruntimes.devcluster.types import json_copy
 
 _ROOT_KEPT: Final = frozenset(("apiVersion", "kind", "metadata"))
 _TYPE_INVALID: Final = "FieldValueTypeInvalid"
+_BLOCKING: Final = frozenset({_TYPE_INVALID, "FieldValueNotSupported", "FieldValueRequired", "FieldValueTooLong", "FieldValueTooMany"})
+"""Value errors after which kube-apiserver runs no CEL rule (``hasBlockingErr``): the rules would read
+values of the wrong type, absent required fields, or unbounded sizes their cost was estimated against."""
+_RULES_NOT_CHECKED: Final = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
 
 
 @final
@@ -68,7 +72,10 @@ def apply_schema(schema: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping
     body = _prune(body_schema, {k: v for k, v in obj.items() if k not in _ROOT_KEPT}, "", report.unknown)
     _default(body_schema, body)
     _validate(body_schema, body, "", report.errors)
-    if not any(e.reason == _TYPE_INVALID for e in report.errors):
+    if any(e.reason in _BLOCKING for e in report.errors):
+        if _has_rules(schema):
+            report.errors.append(FieldError("FieldValueInvalid", "<nil>", f"Invalid value: null: {_RULES_NOT_CHECKED}"))
+    else:
         whole = {**_cel_view(kept), **body}
         old_whole = None
         if old is not None:  # the stored object as the server reads it back: pruned and defaulted with today's schema
@@ -484,7 +491,14 @@ def _rules(schema: Mapping[str, Any], value: Any, old: Any, has_old: bool, path:
         where = path + rule.field_path if rule.field_path.startswith((".", "[")) else (f"{path}.{rule.field_path}" if rule.field_path else path)
         where = where.lstrip(".") or "<root>"
         template = _RULE_DETAIL.get(rule.reason)
-        detail = template.format(message=outcome.message) if template else f'Invalid value: "{_json_type(value)}": {outcome.message}'
+        if outcome.evaluation_error:  # the value is the schema's type
+            template, detail = None, f'Invalid value: "{schema.get("type") or _json_type(value)}": {outcome.message}'
+        elif template:
+            detail = template.format(message=outcome.message)
+        elif isinstance(value, (dict, list)):  # a composite value is not printed
+            detail = f"Invalid value: {outcome.message}"
+        else:
+            detail = f"Invalid value: {shown(value)}: {outcome.message}"
         errors.append(FieldError(rule.reason if template else "FieldValueInvalid", where, detail))
     if isinstance(value, dict):
         props: Mapping[str, Any] = schema.get("properties", {})
@@ -512,6 +526,24 @@ def _rules(schema: Mapping[str, Any], value: Any, old: Any, has_old: bool, path:
             key = _map_key(schema, item) if list_type == "map" else json.dumps(item, sort_keys=True) if list_type == "set" else None
             correlated = key is not None and key in olds
             _rules(items, item, olds.get(key) if correlated else None, correlated, f"{path}[{i}]", errors)
+
+
+_HAS_RULES: dict[int, tuple[Any, bool]] = {}
+
+
+def _has_rules(schema: Any) -> bool:
+    """Whether any ``x-kubernetes-validations`` sits anywhere in ``schema`` (the server then has a CEL
+    validator); remembered per schema object, as :func:`_compiled` does."""
+    known = _HAS_RULES.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    found = isinstance(schema, dict) and (
+        bool(schema.get("x-kubernetes-validations"))
+        or any(_has_rules(sub) for sub in (schema.get("properties") or {}).values())
+        or any(_has_rules(schema.get(key)) for key in ("items", "additionalProperties"))
+    )
+    _HAS_RULES[id(schema)] = (schema, found)
+    return found
 
 
 def compile_schema_rules(schema: Any, path: str = "") -> list[tuple[str, str]]:

@@ -141,7 +141,7 @@ class ObjectService:
         if report.unknown:
             if options.field_validation == "Strict":
                 fields = ", ".join(f'unknown field "{u}"' for u in report.unknown)
-                raise errors.bad_request(f"strict decoding error: {fields}")
+                raise errors.bad_request(f'{rd.kind} in version "{rd.version}" cannot be handled as a {rd.kind}: strict decoding error: {fields}')
             if options.field_validation in ("Warn", ""):
                 options.warnings.extend(f'unknown field "{u}"' for u in report.unknown)
         if report.errors:
