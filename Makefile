@@ -36,7 +36,7 @@ layers: $(STAMP)
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
-# helm for the chart tests, from the pinned Go module in hack/helm: built once (about 2 minutes).
+# helm for the chart tests, from the pinned Go module in hack/helm: built once (a few minutes).
 helm:
 	@bash hack/helm/build.sh >/dev/null
 

@@ -18,7 +18,7 @@ from . import helm
 from .manifests import DEPLOY, REPO, only, render
 
 KRUNTIMES = Path(sys.executable).with_name("kruntimes")
-IMAGE_MENTION = re.compile(r"kruntimes-scheduler:(\d+\.\d+\.\d+)")
+IMAGE_MENTION = re.compile(r"kruntimes-scheduler[:-](\d+\.\d+\.\d+)")
 
 
 def test_the_version_is_a_semantic_version() -> None:
