@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # The kruntimes scheduler image: `kruntimes scheduler` on a slim CPython 3.11, as a non-root user.
 #
-#   docker build -t kruntimes-scheduler:0.1.0 .
+#   make image                      # docker build -t kruntimes-scheduler:VERSION . (VERSION: src/kruntimes/__init__.py)
+#   make image REGISTRY=registry.example.com/team    # tagged registry.example.com/team/kruntimes-scheduler:VERSION
 #
 # Reproducible from pins: the base image tag (pin it by digest in CI: PYTHON_IMAGE=python@sha256:...),
 # deploy/build-requirements.lock (the build backend) and deploy/requirements.lock (every runtime
@@ -20,7 +21,7 @@ COPY deploy/build-requirements.lock deploy/requirements.lock ./deploy/
 RUN python -m pip install --no-deps -r deploy/build-requirements.lock \
  && python -m venv --without-pip /opt/kruntimes \
  && python -m pip --python /opt/kruntimes/bin/python install --no-deps --only-binary=:all: -r deploy/requirements.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY src ./src
 RUN python -m pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
  && python -m pip --python /opt/kruntimes/bin/python install --no-deps /wheels/kruntimes-*.whl \

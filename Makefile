@@ -4,8 +4,13 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# The project's one version (docs/release.md): the wheel's, the image's tag, the chart's.
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/kruntimes/__init__.py)
+# Where `make image` tags the image: REGISTRY/kruntimes-scheduler:VERSION (no registry: a local name).
+REGISTRY ?=
+IMAGE := $(if $(REGISTRY),$(REGISTRY)/)kruntimes-scheduler:$(VERSION)
 
-.PHONY: demo simulate test typecheck layers unit controlplane clean
+.PHONY: demo simulate test typecheck layers unit controlplane helm wheel image chart clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,10 +36,24 @@ layers: $(STAMP)
 controlplane:
 	@bash hack/controlplane/build.sh >/dev/null
 
-unit: $(STAMP) controlplane
+# helm for the chart tests, from the pinned Go module in hack/helm: built once (a few minutes).
+helm:
+	@bash hack/helm/build.sh >/dev/null
+
+unit: $(STAMP) controlplane helm
 	$(BIN)/pytest -n 2 -q
 
 test: typecheck layers unit
+
+# The release artefacts, in dist/ (docs/release.md: tag, wheel, image, chart).
+wheel: $(STAMP)
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+
+image:
+	docker build -t $(IMAGE) .
+
+chart:
+	@helm="$$(bash hack/helm/build.sh | sed -n 's/^helm=//p')" && "$$helm" package charts/kruntimes-scheduler --destination dist
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis

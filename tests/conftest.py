@@ -1,4 +1,4 @@
-"""Shared test settings: hypothesis profiles, and the session's real control plane.
+"""Shared test settings: hypothesis profiles, the session's real control plane, and helm built before the first test.
 
 Every test runs under pytest-timeout's limit (``timeout`` in pyproject.toml): a hang fails its test
 with every thread's stack, in minutes, instead of holding ``make test`` until CI's own limit.
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
+from tests.deploy import helm
 
 CI_EXAMPLES: Final = 60
 
@@ -88,6 +89,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     controlplane.configure()
     controlplane.prebuild()
+    helm.prebuild()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

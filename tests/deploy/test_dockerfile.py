@@ -118,7 +118,7 @@ def test_dockerignore_is_an_allow_list() -> None:
     lines = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     assert lines[0] == "*"
     allowed = {ln[1:].rstrip("/") for ln in lines if ln.startswith("!")}
-    assert allowed == {"Dockerfile", "pyproject.toml", "README.md", "src", "deploy/requirements.lock", "deploy/build-requirements.lock"}
+    assert allowed == {"Dockerfile", "pyproject.toml", "README.md", "LICENSE", "src", "deploy/requirements.lock", "deploy/build-requirements.lock"}
     for i in instructions():
         if i.keyword == "COPY" and not i.args.startswith("--from"):
             for source in i.args.split()[:-1]:

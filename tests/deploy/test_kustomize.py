@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from kruntimes import __version__
+
 from . import rbac
 from .manifests import DEPLOY, Obj, by_kind, only, overlay, render
 from .rbac import Grant, Permission
@@ -95,7 +97,7 @@ def test_deployment_runs_two_leader_elected_replicas(rendered: list[Obj]) -> Non
         "--metrics-bind-address=:8080",
         "--health-probe-bind-address=:8081",
     ]
-    assert c["image"] == "kruntimes-scheduler:0.1.0"
+    assert c["image"] == f"kruntimes-scheduler:{__version__}"
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
     assert env["POD_NAMESPACE"] == "metadata.namespace" and env["POD_NAME"] == "metadata.name"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}

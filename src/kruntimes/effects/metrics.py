@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Final, Literal, Protocol, TypeAlias, get_args
 
 from prometheus_client import (
@@ -46,6 +45,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from kruntimes import __version__
 from kruntimes.effects.httpserving import DEFAULT_LIMITS, DropReason, Handler, HttpServer, Limits, Request, Response
 from kruntimes.effects.kube import ErrorKind
 from kruntimes.effects.secureserving import SecureServing
@@ -94,10 +94,8 @@ def code_class(status: int) -> CodeClass:
 
 
 def package_version() -> str:
-    try:
-        return metadata.version("kruntimes")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    """The project's one version (docs/release.md): what `kruntimes --version` prints and the image's tag."""
+    return __version__
 
 
 class EventCounts(Protocol):
