@@ -18,7 +18,7 @@ its GC, and the build. What other objects already count
 time rather than mirrored on every change.
 
 ``serve`` runs ``httpserving.HttpServer`` (one selector thread, bounded connections, request
-deadlines) exposing exactly ``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404. With ``secure``
+deadlines) exposing exactly ``/metrics``, ``/healthz`` (also as ``/livez``) and ``/readyz``; any other path is a 404. With ``secure``
 (``--metrics-secure``, ``effects/secureserving.py``) it speaks TLS and every request but the
 always-allowed paths must carry a bearer token the API server authenticates and authorises,
 before the path is even looked at (401, 403), as kube-scheduler's secure port does.
@@ -526,10 +526,12 @@ class Probes:
     """``/healthz``: the process is alive and its threads are running."""
 
 
-Endpoint: TypeAlias = Literal["/metrics", "/healthz", "/readyz"]
-ALL_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics", "/healthz", "/readyz"})
+Endpoint: TypeAlias = Literal["/metrics", "/healthz", "/livez", "/readyz"]
+"""``/livez`` is ``/healthz`` under the name newer Kubernetes components use for liveness (and that
+``--authorization-always-allow-paths`` names by default)."""
+ALL_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics", "/healthz", "/livez", "/readyz"})
 METRICS_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics"})
-PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/readyz"})
+PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/livez", "/readyz"})
 
 
 SECURE_WORKERS: Final = 2
@@ -561,7 +563,7 @@ def handler(
         if path == "/metrics":
             encoder, content_type = choose_encoder(request.header("Accept") or "")
             return Response(200, encoder(registry), content_type)
-        return _probe(probes.healthy if path == "/healthz" else probes.ready)
+        return _probe(probes.ready if path == "/readyz" else probes.healthy)
 
     return answer
 
