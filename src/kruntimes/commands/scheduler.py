@@ -645,6 +645,10 @@ def run(args: argparse.Namespace) -> int:
         except ListenError as problem:
             scheduler.stop(timeout=1.0)
             return _usage_error(str(problem))
+        except OSError as problem:  # a certificate or key of --metrics-secure that cannot be read, say
+            scheduler.stop(timeout=1.0)
+            print(f"kruntimes scheduler: cannot start: {problem}", file=sys.stderr)
+            return EXIT_FAILED
         while not stop.wait(0.5):
             if scheduler.failure is not None:
                 break
