@@ -24,6 +24,7 @@ OPERATOR_LABELS: Final[dict[str, dict[str, frozenset[str]]]] = {
     "workqueue_queue_duration_seconds": {"name": frozenset({"runs"})},
     "workqueue_work_duration_seconds": {"name": frozenset({"runs"})},
     "kruntimes_scheduler_waiting_runs": {"reason": frozenset({"capacity", "constraints", "unfit"})},
+    "kruntimes_scheduler_oldest_waiting_run_seconds": {"reason": frozenset({"capacity", "constraints", "unfit", "queued"})},
     "kruntimes_scheduler_leader": {},
     "kruntimes_scheduler_cycle_outcomes_total": {"outcome": OUTCOMES},
     "kruntimes_scheduler_api_requests_total": {"verb": VERBS, "code": frozenset({"2xx", "3xx", "4xx", "5xx", "none", "other"})},

@@ -423,6 +423,8 @@ def test_the_scheduler_is_started_with_the_files_plugins(
             return True
 
     class Kube:
+        host = "https://cluster.example"
+
         def close(self) -> None:
             pass
 

@@ -103,6 +103,9 @@ def _serving_certificate(
             critical=False,
         )
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        # Python 3.13's default context verifies strictly (VERIFY_X509_STRICT): it wants the issuer's key id
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return certificate, key
@@ -131,6 +134,7 @@ def _write_credentials(directory: Path) -> None:
             ),
             critical=True,
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     serving, serving_key = _serving_certificate(ca_name, ca_key, "kube-apiserver", now)

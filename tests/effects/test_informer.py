@@ -24,6 +24,7 @@ from kruntimes.effects.informer import (
     watched_runs,
     watched_workspaces,
 )
+from kruntimes.effects.logs import extra_fields
 from kruntimes.effects.kube import (
     RUNS,
     ApiError,
@@ -560,7 +561,7 @@ def test_a_watch_cut_short_by_a_requested_relist_is_logged_once_at_debug_not_as_
     with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.informer"):
         h.run()
     assert len(h.kube.listed) == 2, "the interrupted watch was followed by the requested list"
-    assert _informer_logs(caplog) == [(logging.DEBUG, "watch runs interrupted for a requested relist")]
+    assert _informer_logs(caplog) == [(logging.DEBUG, "watch interrupted for a requested relist")]
 
 
 def test_a_watch_that_fails_on_its_own_is_still_a_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -569,7 +570,11 @@ def test_a_watch_that_fails_on_its_own_is_still_a_warning(caplog: pytest.LogCapt
     with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.informer"):
         h.run()
     logged = _informer_logs(caplog)
-    assert (logging.WARNING, "watch runs failed: transport (no response): IncompleteRead(0 bytes read)") in logged
+    assert (logging.WARNING, "watch failed") in logged
+    (failed,) = [r for r in caplog.records if r.getMessage() == "watch failed"]
+    assert extra_fields(failed) == {
+        "resource": "runs", "error": "transport (no response): IncompleteRead(0 bytes read)", "kind": "transport"
+    }
     assert not any("requested relist" in message for _, message in logged)
 
 

@@ -22,6 +22,8 @@ from kruntimes.effects.kube import (
     parse_watch_stream,
 )
 from kruntimes.pure.readers.json import OverlongNumber
+from kruntimes.effects.ratelimit import RequestLimiter
+from tests.effects.fakes import FakeClock
 from tests.effects.stubserver import Reply, Running, Seen, StubServer, lines, running
 
 
@@ -306,3 +308,40 @@ def test_a_broken_kubeconfig_is_an_error_not_a_crash(tmp_path: Path) -> None:
 
 def test_api_error_prints_kind_status_and_reason() -> None:
     assert str(ApiError("conflict", 409, "Conflict", "changed")) == "conflict (HTTP 409 Conflict): changed"
+
+
+# --- the client's own rate limit (--kube-api-qps, --kube-api-burst) ---
+
+
+def test_requests_beyond_the_burst_wait_their_turn_at_the_configured_rate(stub: Running) -> None:
+    """Every request and every watch it opens takes a token: after a burst of 3, at 10 a second,
+    each further one waits 0.1 s more (on a simulated clock)."""
+    clock = FakeClock()
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.advance(seconds)
+
+    stub.stub.route("GET", "/api/v1/pods/p", Reply(200, {"metadata": {"name": "p"}}))
+    stub.stub.route("GET", "/api/v1/pods", Reply(chunks=[lines()]))
+    kube = Kube(Configuration(host=stub.url), request_timeout=10, limiter=RequestLimiter(10, 3, clock=clock, sleep=sleep))
+    for _ in range(5):
+        assert kube.get("/api/v1/pods/p").unwrap() == {"metadata": {"name": "p"}}
+    assert list(kube.watch("/api/v1/pods", "1")) == []
+    assert len(stub.stub.seen) == 6
+    assert waits == pytest.approx([0.1, 0.1, 0.1])
+    assert clock() == pytest.approx(1000.3)
+
+
+def test_callers_waiting_together_are_spaced_by_the_rate() -> None:
+    clock = FakeClock()
+    limiter = RequestLimiter(5, 1, clock=clock, sleep=lambda seconds: None)  # nobody sleeps: reservations only
+    assert [limiter.take() for _ in range(4)] == pytest.approx([0.0, 0.2, 0.4, 0.6])
+    clock.advance(2.0)  # a quiet spell pays the debt and refills the bucket to its burst of one, no further
+    assert [limiter.take() for _ in range(2)] == pytest.approx([0.0, 0.2])
+
+
+def test_a_rate_of_zero_never_waits() -> None:
+    limiter = RequestLimiter(0, 1, clock=FakeClock(), sleep=lambda seconds: pytest.fail("slept"))
+    assert [limiter.take() for _ in range(1000)] == [0.0] * 1000

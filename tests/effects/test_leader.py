@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -11,6 +12,7 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.effects.logs import extra_fields
 from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector, LeaseRecord, Sleeper, micro_time
 from tests.effects.fakes import FakeClock, FakeSleeper
 
@@ -458,3 +460,63 @@ def test_a_lease_recreated_with_another_uid_is_reported() -> None:
     assert b.resets == ["lease_recreated"]
     assert a.elector.try_acquire_or_renew() == "held_by_other"
     assert a.resets == ["lease_replaced"]
+
+
+# --- what a failing Lease says in the log ---
+
+
+@dataclass
+class ForbiddenLeases(FakeLeases):
+    """RBAC without the Lease rules: every request refused, with the API server's reason."""
+
+    refusal: ApiError = ApiError(
+        "forbidden", 403, "Forbidden",
+        'leases.coordination.k8s.io "kruntimes-scheduler" is forbidden: User "system:serviceaccount:x:y" cannot get resource "leases"',
+    )
+
+    def get(self, path: str) -> Result[JSONObject, ApiError]:
+        return Failure(self.refusal)
+
+
+def _lease_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "kruntimes.effects.leader" and r.levelno >= logging.WARNING]
+
+
+def test_a_lease_that_keeps_failing_is_a_warning_with_its_cause_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    leases, clock = ForbiddenLeases(), FakeClock()
+    a = candidate(leases, clock, "a")
+    with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.leader"):
+        for _ in range(60):  # two minutes of attempts, one every retry period (2 s)
+            assert a.elector.try_acquire_or_renew() == "error"
+            clock.advance(2.0)
+    warnings = _lease_lines(caplog)
+    assert len(warnings) == 2
+    first = extra_fields(warnings[0])
+    assert first == {
+        "lease": LEASE_PATH,
+        "operation": "get",
+        "error": f"forbidden (HTTP 403 Forbidden): {leases.refusal.message}",
+        "kind": "forbidden",
+        "unlogged_since_last": 0,
+    }
+    assert extra_fields(warnings[1])["unlogged_since_last"] == 29
+    assert all(r.getMessage() == "lease request failed; retrying (said at most once a minute)" for r in warnings)
+    held = [r for r in caplog.records if r.levelno == logging.DEBUG and r.getMessage() == "lease request failed"]
+    assert len(held) == 58
+
+
+def test_a_failed_create_and_a_failed_renewal_are_warnings_too(caplog: pytest.LogCaptureFixture) -> None:
+    leases, clock = FakeLeases(), FakeClock()
+    a = candidate(leases, clock, "a")
+    leases.down = True
+    with caplog.at_level(logging.INFO, logger="kruntimes.effects.leader"):
+        assert a.elector.try_acquire_or_renew() == "error"  # the get fails
+        leases.down = False
+        assert a.elector.try_acquire_or_renew() == "leading"
+        real_update = leases.update
+        leases.update = lambda path, body: Failure(ApiError("server", 500, "InternalError", "etcd is down"))  # type: ignore[method-assign]
+        clock.advance(2.0)
+        assert a.elector.try_acquire_or_renew() == "error"
+        leases.update = real_update  # type: ignore[method-assign]
+    operations = [(extra_fields(r)["operation"], extra_fields(r)["kind"]) for r in _lease_lines(caplog)]
+    assert operations == [("get", "transport"), ("update", "server")]

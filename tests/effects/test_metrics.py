@@ -39,6 +39,7 @@ OPERATOR_METRICS = {
     "workqueue_queue_duration_seconds": ("histogram", {("name",)}),
     "workqueue_work_duration_seconds": ("histogram", {("name",)}),
     "kruntimes_scheduler_waiting_runs": ("gauge", {("reason",)}),
+    "kruntimes_scheduler_oldest_waiting_run_seconds": ("gauge", {("reason",)}),
     "kruntimes_scheduler_leader": ("gauge", {()}),
     "kruntimes_scheduler_cycle_outcomes": ("counter", {("outcome",)}),
     "kruntimes_scheduler_api_requests": ("counter", {("code", "verb")}),

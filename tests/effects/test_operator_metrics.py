@@ -17,7 +17,9 @@ from tests.effects.fakes import FakeClock
 from tests.effects.stubserver import Reply, Running, StubServer, running
 from tests.effects.test_controller_parts import _run
 from tests.effects.test_informer import bookmark, error, harness, listing, run_json
-from tests.effects.test_scheduling_queue import backlog
+from kruntimes.pure.model.objects import RunKey
+from tests.effects.test_scheduling_queue import Harness, backlog
+from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
 
 FORBIDDEN = ApiError("forbidden", 403, "Forbidden", "events is forbidden")
 
@@ -190,3 +192,38 @@ def test_informer_relists_and_watch_restarts_are_counted_by_kind() -> None:
     # the watch that ended, the one answered 410, and the last one the script ends
     assert metrics.value("kruntimes_scheduler_informer_watch_restarts_total", {"kind": "runs"}) == h.informer.watch_restarts == 3
     assert metrics.value("kruntimes_scheduler_informer_relists_total", {"kind": "pods"}) == 0
+
+
+def _oldest(metrics: SchedulerMetrics) -> dict[str, float | None]:
+    return {
+        reason: metrics.value("kruntimes_scheduler_oldest_waiting_run_seconds", {"reason": reason})
+        for reason in ("capacity", "constraints", "unfit", "queued")
+    }
+
+
+def test_the_oldest_waiting_run_is_aged_by_how_it_waits_however_long_it_never_binds() -> None:
+    """The alert's gauge: a Run parked for room, one too big for any pod, and one queued each
+    show their age since creation, and keep ageing while nothing can place them."""
+    pod = decoded_pod("a", capacity={"runs": "1"})
+    harness = Harness(
+        pod,
+        active_run("holder", "a"),
+        decoded_run("queued-for-room", created=at(-600)),
+        decoded_run("too-big", created=at(-900), requests={"runs": "5"}),
+    )
+    wall = [NOW.timestamp()]
+    metrics = SchedulerMetrics(wall=lambda: wall[0])
+    metrics.watch_queue(harness.queue)
+    assert _oldest(metrics) == {"capacity": 0, "constraints": 0, "unfit": 0, "queued": 0}
+    harness.queue.activate_pending()  # a new leader parks its backlog unplanned, as waiting for room
+    assert _oldest(metrics) == {"capacity": 900, "constraints": 0, "unfit": 0, "queued": 0}
+    harness.queue.activate([RunKey("default", "too-big"), RunKey("default", "queued-for-room")])
+    assert _oldest(metrics)["queued"] == 900  # ready for a worker
+    key = harness.take()
+    assert key is not None and key.name == "too-big"
+    assert _oldest(metrics)["queued"] == 900  # being planned
+    harness.finish(key, harness.decide(key))  # no pod could hold it even empty
+    wall[0] += 3600  # an hour later nothing changed: no event will place it
+    assert _oldest(metrics) == {"capacity": 0, "constraints": 0, "unfit": 4500, "queued": 4200}
+    metrics.watch_queue(None)  # a standby schedules nothing
+    assert _oldest(metrics) == {"capacity": 0, "constraints": 0, "unfit": 0, "queued": 0}

@@ -69,7 +69,7 @@ def test_a_standby_says_once_whom_it_stands_by_for_and_again_only_when_the_holde
         time.sleep(5 * RETRY)
     informer = [r for r in caplog.records if r.name == "kruntimes.effects.informer"]
     assert [r for r in informer if r.levelno >= logging.WARNING] == []
-    interrupted = [r.getMessage() for r in informer if "interrupted for a requested relist" in r.getMessage()]
-    assert sorted(interrupted) == [f"watch {kind} interrupted for a requested relist" for kind in ("pods", "runs", "workspaces")]
+    interrupted = [r for r in informer if r.getMessage() == "watch interrupted for a requested relist"]
+    assert sorted(getattr(r, "resource") for r in interrupted) == ["pods", "runs", "workspaces"]
     assert all(r.levelno == logging.DEBUG for r in informer if "requested relist" in r.getMessage())
     assert standing_by(caplog) == [], "a leader does not stand by"

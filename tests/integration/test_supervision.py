@@ -76,6 +76,7 @@ def test_a_run_whose_decoding_raises_is_skipped_and_every_other_run_is_still_sch
     assert sched.failure is None and sched.healthy() and sched.ready()
     assert sched.health_url is not None
     assert http_get(sched.health_url + "/healthz")[0] == 200 and http_get(sched.health_url + "/readyz")[0] == 200
+    assert http_get(sched.health_url + "/livez")[0] == 200
 
 
 def test_a_cycle_that_raises_for_one_run_backs_that_run_off_and_the_workers_go_on(
@@ -113,7 +114,7 @@ def test_a_thread_that_cannot_continue_fails_both_probes_writes_nothing_and_hand
     server: Server, server_kube: Kube, server_scheduler: SchedulerFactory, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The leader's Run informer dies of a bug in its watch loop (not in one object's handling):
-    /healthz and /readyz both answer 503, the leader writes nothing more, and once stopped its
+    /healthz (and /livez) and /readyz answer 503, the leader writes nothing more, and once stopped its
     Lease is free for the standby, which binds what the dead informer never saw."""
     server.add_runtime("python", replicas=1, capacity={"runs": "10"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
@@ -136,6 +137,7 @@ def test_a_thread_that_cannot_continue_fails_both_probes_writes_nothing_and_hand
     create_run(server_kube, "trigger")
     wait_until(lambda: http_get(url + "/readyz")[0] == 503, timeout=30, what="/readyz failing")
     assert http_get(url + "/healthz")[0] == 503
+    assert http_get(url + "/livez")[0] == 503  # the liveness name newer components use: the same answer
     assert leader.failure == "informer-runs" and not leader.ready() and not leader.healthy()
     assert leader.metrics.value("kruntimes_scheduler_leader") == 0, "the write gate closed"
 

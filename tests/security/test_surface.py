@@ -30,7 +30,7 @@ from tests.deploy.manifests import DEPLOY, load_all
 from .support import HOSTILE_AGENT, PODS, RUNS, RequestRecorder, create, run_phase, scheduler, wait_until
 
 WORKSPACES = GroupResource("kruntimes.io", "persistentworkspaces")
-ALLOWED = {"/metrics", "/healthz", "/readyz"}
+ALLOWED = {"/metrics", "/healthz", "/livez", "/readyz"}
 AGENT = "kruntimes-scheduler/rbac"
 """The User-Agent of the scheduler under test: only its requests are judged (a stray client
 that reaches a reused port, e.g. another test's scheduler, is not this scheduler)."""
@@ -61,7 +61,7 @@ def request(url: str, method: str, path: str, body: bytes | None = None) -> tupl
         conn.close()
 
 
-def assert_only_three_paths(url: str, allowed: set[str]) -> None:
+def assert_only_these_paths(url: str, allowed: set[str]) -> None:
     for path in sorted(allowed):
         status, _ = request(url, "GET", path)
         assert status in (200, 503), (path, status)  # /readyz may be 503 while not ready
@@ -78,14 +78,14 @@ def assert_only_three_paths(url: str, allowed: set[str]) -> None:
             assert b"reflected-secret" not in body, "a request header is never echoed (no TRACE reflection)"
 
 
-def test_metrics_and_probe_servers_answer_three_paths_only(cluster: DevCluster, tmp_path: Path) -> None:
+def test_metrics_and_probe_servers_answer_their_own_paths_only(cluster: DevCluster, tmp_path: Path) -> None:
     with scheduler(cluster, tmp_path) as running:
         assert running.metrics_url and running.health_url and running.metrics_url != running.health_url
-        assert_only_three_paths(running.metrics_url, {"/metrics"})
-        assert_only_three_paths(running.health_url, {"/healthz", "/readyz"})
+        assert_only_these_paths(running.metrics_url, {"/metrics"})
+        assert_only_these_paths(running.health_url, {"/healthz", "/livez", "/readyz"})
 
 
-def test_one_shared_port_answers_the_three_paths(cluster: DevCluster, tmp_path: Path) -> None:
+def test_one_shared_port_answers_the_four_paths(cluster: DevCluster, tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -93,7 +93,7 @@ def test_one_shared_port_answers_the_three_paths(cluster: DevCluster, tmp_path: 
     with scheduler(cluster, tmp_path, metrics_bind_address=address, health_probe_bind_address=address) as running:
         assert running.metrics_url == running.health_url
         assert running.metrics_url is not None
-        assert_only_three_paths(running.metrics_url, ALLOWED)
+        assert_only_these_paths(running.metrics_url, ALLOWED)
 
 
 # --- the dev server stays on loopback -------------------------------------------------------

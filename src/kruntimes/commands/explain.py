@@ -778,19 +778,9 @@ def _options(args: argparse.Namespace) -> tuple[RunKey, datetime, SchedulerConfi
 
 
 def connect_or_explain(kubeconfig: str | None, context: str | None) -> Kube:
-    """A client, or ``_Trouble`` saying why not (exit 2).
-
-    ``effects.kube.load_configuration`` turns the kubernetes package's config
-    errors into values, but a kubeconfig that is not YAML at all escapes it as
-    a ``yaml.YAMLError`` (or a ``TypeError`` for YAML of the wrong shape): an
-    operator's typo must not become a traceback, so anything raised while
-    loading is reported the same way.
-    """
-    try:
-        connected = connect(kubeconfig, context)
-    except Exception as problem:  # noqa: BLE001 - see the docstring
-        detail = " ".join(str(problem).split())
-        raise _Trouble(f"cannot load cluster configuration: {type(problem).__name__}: {detail}") from None
+    """A client, or ``_Trouble`` saying why not (exit 2): ``effects.kube.connect`` answers any
+    kubeconfig, however malformed, with a one-line reason."""
+    connected = connect(kubeconfig, context)
     if not is_successful(connected):
         raise _Trouble(connected.failure().message)
     return connected.unwrap()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import platform
 import signal
 import sys
 import threading
@@ -39,12 +40,14 @@ from kruntimes.commands import shutdown
 from kruntimes.commands._yaml import SafeLoader
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 from kruntimes.effects.kube import connect
+from kruntimes.effects.metrics import package_version
+from kruntimes.effects.ratelimit import DEFAULT_BURST, DEFAULT_QPS, RequestLimiter
 from kruntimes.effects.leader import default_identity
 from kruntimes.pure.sharding import DEFAULT_GROUP
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
 from kruntimes.effects.secureserving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_CACHE_TTL, SecureServingOptions
-from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions, parse_bind_address
+from kruntimes.effects.runner import LeaderElectionOptions, ListenError, Scheduler, SchedulerOptions, parse_bind_address
 from kruntimes.pure.model.objects import DEFAULT_CONFIG
 from kruntimes.pure.model.times import format_duration, parse_duration
 from kruntimes.pure.readers.config import (
@@ -118,7 +121,8 @@ a --config file (every field optional but apiVersion and kind; unknown fields ar
 
 Durations are Go style (500ms, 15s, 1m30s). SIGTERM/SIGINT: finish in-flight binds,
 release the lease, exit 0. Exit 1: a thread could not continue (the log says which), or the
-binds in flight did not finish in time. Exit 2: bad flags, a bad --config file or cluster configuration.
+binds in flight did not finish in time. Exit 2: bad flags, a bad --config file, a kubeconfig that cannot
+be loaded, or an address that cannot be listened on (in use, not this host's); one line says which.
 """
 
 
@@ -227,6 +231,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
     )
     cluster.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+    cluster.add_argument(
+        "--kube-api-qps",
+        type=_non_negative_float,
+        default=DEFAULT_QPS,
+        metavar="N",
+        help="API requests per second at most, on average, after --kube-api-burst (every request, watches "
+        "when they open; Events also within --event-qps); 0: no limit. Above the scheduler's measured peak, "
+        f"so only a scheduler gone wrong is held back (default: {DEFAULT_QPS:g})",
+    )
+    cluster.add_argument(
+        "--kube-api-burst",
+        type=_positive_int,
+        default=DEFAULT_BURST,
+        metavar="N",
+        help=f"API requests back to back before --kube-api-qps holds them back (default: {DEFAULT_BURST})",
+    )
     cluster.add_argument(
         "--namespace",
         metavar="NS",
@@ -580,10 +600,29 @@ def run(args: argparse.Namespace) -> int:
     problems = options.problems()
     if problems:
         return _usage_error("; ".join(problems))
-    connected = connect(args.kubeconfig, args.context, user_agent=f"{USER_AGENT_PREFIX}/{options.identity}")
+    limiter = RequestLimiter(args.kube_api_qps, args.kube_api_burst)
+    connected = connect(
+        args.kubeconfig, args.context, user_agent=f"{USER_AGENT_PREFIX}/{options.identity}", limiter=limiter
+    )
     if not is_successful(connected):
         return _usage_error(connected.failure().message)
     kube = connected.unwrap()
+    log.info(
+        "starting",
+        extra={
+            "version": package_version(),
+            "python": platform.python_version(),
+            "server": kube.host,
+            "config": {
+                "config-file": args.config or "",
+                **options.effective(),
+                "kube-api-qps": args.kube_api_qps,
+                "kube-api-burst": args.kube_api_burst,
+                "filters": [entry.name for entry in configuration.registry.filters],
+                "scores": dict(configuration.registry.weights),
+            },
+        },
+    )
     scheduler = Scheduler(kube, options, registry=configuration.registry)
     stop = threading.Event()
 
@@ -603,10 +642,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             scheduler.start()
-        except OSError as problem:
-            log.error("cannot start", extra={"error": str(problem)})
-            print(f"kruntimes scheduler: cannot bind an HTTP port: {problem}", file=sys.stderr)
+        except ListenError as problem:
             scheduler.stop(timeout=1.0)
+            return _usage_error(str(problem))
+        except OSError as problem:  # a certificate or key of --metrics-secure that cannot be read, say
+            scheduler.stop(timeout=1.0)
+            print(f"kruntimes scheduler: cannot start: {problem}", file=sys.stderr)
             return EXIT_FAILED
         while not stop.wait(0.5):
             if scheduler.failure is not None:

@@ -586,7 +586,7 @@ class Informer:
                 body = page.value_or(None)
                 if body is None:
                     error = page.failure()
-                    log.warning("list %s failed: %s", self.kind, error)
+                    log.warning("list failed", extra={"resource": self.kind, "error": str(error), "kind": error.kind})
                     return cast(ApiError, error)
                 for raw in body[0]:
                     obj = self._listed(raw, fresh)
@@ -598,7 +598,7 @@ class Informer:
             listed = result.value_or(None)
             if listed is None:
                 error = result.failure()
-                log.warning("list %s failed: %s", self.kind, error)
+                log.warning("list failed", extra={"resource": self.kind, "error": str(error), "kind": error.kind})
                 return error
             for raw in listed[0]:
                 obj = self._listed(raw, fresh)
@@ -683,18 +683,18 @@ class Informer:
                 return "stopped"
             if self._relist_wanted():
                 # request_relist interrupted this stream; the loop lists next, as asked
-                log.debug("watch %s interrupted for a requested relist", self.kind)
+                log.debug("watch interrupted for a requested relist", extra={"resource": self.kind})
                 return "ended"
             if self._take_rewatch():
-                log.debug("watch %s interrupted to watch with a new query", self.kind)
+                log.debug("watch interrupted to watch with a new query", extra={"resource": self.kind})
                 return "ended"
             if problem.error.kind == "gone":
-                log.info("watch %s: resourceVersion %s expired; relisting", self.kind, self._version)
+                log.info("resourceVersion expired; relisting", extra={"resource": self.kind, "resource_version": self._version})
                 return "gone"
             if problem.error.too_large_resource_version:
                 self._lose("too_large_resource_version", problem.error.message)
                 return "lost"
-            log.warning("watch %s failed: %s", self.kind, problem.error)
+            log.warning("watch failed", extra={"resource": self.kind, "error": str(problem.error), "kind": problem.error.kind})
             return problem.error
         finally:
             with self._stream_lock:
@@ -721,7 +721,7 @@ class Informer:
             error = None if version is not None else listed.failure()
         if version is None:
             assert error is not None
-            log.warning("reading the current resourceVersion of %s failed: %s", self.kind, error)
+            log.warning("reading the current resourceVersion failed", extra={"resource": self.kind, "error": str(error), "kind": error.kind})
             return error
         number, newest = version_number(version), self._newest
         if number is not None and newest is not None and number < newest:
@@ -745,14 +745,14 @@ class Informer:
         with self._stream_lock:
             self._fresh_asked = True
         log.warning(
-            "the API server lost its state: %s %s (newest seen %s); relisting %s from scratch",
-            self.kind, what, self._newest, self.kind, extra={"reason": reason},
+            "the API server lost its state; relisting from scratch",
+            extra={"resource": self.kind, "what": what, "newest_seen": self._newest, "reason": reason},
         )
         if self._on_lost is not None:
             try:
                 self._on_lost(reason)
             except Exception:  # the callback's bug must not stop this informer's recovery
-                log.exception("on_lost callback failed for %s", self.kind)
+                log.exception("on_lost callback failed", extra={"resource": self.kind})
 
     def _wakeable_sleep(self, seconds: float) -> bool:
         """The default sleeper: ends early on ``stop()`` or ``request_relist()``."""
@@ -820,7 +820,7 @@ class Informer:
         if obj is not None:
             return obj
         self.malformed += 1
-        log.warning("skipping malformed %s %s: %s", self.kind, _name_of(raw), result.failure())
+        log.warning("skipping a malformed object", extra={"resource": self.kind, "object": _name_of(raw), "error": str(result.failure())})
         return None
 
     def _emit(self, type_: EventType, obj: Object) -> None:

@@ -35,6 +35,7 @@ from kubernetes import config as _kube_config_module
 from kubernetes.client import ApiClient, Configuration
 from returns.result import Failure, Result, Success
 
+from kruntimes.effects.ratelimit import RequestLimiter
 from kruntimes.effects.wire import NoAnswer, Wire
 from kruntimes.pure.readers.json import loads
 
@@ -388,8 +389,16 @@ def load_configuration(
             )
         _loaders.load_incluster_config(client_configuration=configuration)
         return Success(Loaded(configuration, "in-cluster"))
-    except (_ConfigException, OSError, ValueError) as problem:
-        return Failure(ConfigError(f"cannot load cluster configuration: {problem}"))
+    except Exception as problem:  # noqa: BLE001 - see below
+        # The kubernetes package reports a bad file its own way (ConfigException), but a file
+        # that is not YAML escapes it as yaml.YAMLError, and YAML of the wrong shape as a
+        # TypeError or AttributeError from deep inside its merge: whatever a file holds, the
+        # answer is one line naming the file, never a traceback.
+        detail = " ".join(str(problem).split()) or type(problem).__name__
+        if not isinstance(problem, (_ConfigException, OSError, ValueError)):
+            detail = f"{type(problem).__name__}: {detail}"
+        where = f" from {candidates[0][1]}" if candidates else ""
+        return Failure(ConfigError(f"cannot load cluster configuration{where}: {detail}"))
 
 
 # --- the client ---------------------------------------------------------------------------------
@@ -420,9 +429,12 @@ class Kube:
     """Raw JSON requests against one API server. Thread-safe (urllib3's pool is)."""
 
     def __init__(
-        self, configuration: Configuration, *, request_timeout: float = 30.0, user_agent: str = USER_AGENT
+        self, configuration: Configuration, *, request_timeout: float = 30.0, user_agent: str = USER_AGENT,
+        limiter: RequestLimiter | None = None,
     ) -> None:
         self._configuration = configuration
+        self._limiter = limiter if limiter is not None else RequestLimiter(0, 1)
+        """Every request takes a token first (``--kube-api-qps``); by default none waits."""
         self._user_agent = user_agent
         # Every open watch holds a connection for its lifetime (three per namespace watched on
         # its own), besides the workers' and the Event writer's; the client's default, five per
@@ -505,6 +517,7 @@ class Kube:
         body: bytes | None,
         content_type: str | None,
     ) -> Result[JSONObject, ApiError]:
+        self._limiter.take()
         headers = self._headers(content_type if body is not None else None)
         wire = self._wire
         if wire is not None:
@@ -645,6 +658,7 @@ class Kube:
         url = self._url(path, query)
 
         def open_stream() -> urllib3.BaseHTTPResponse:
+            self._limiter.take()
             try:
                 return self._pool.request(
                     "GET",
@@ -745,9 +759,16 @@ def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
 
 
 def connect(
-    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT
+    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT,
+    limiter: RequestLimiter | None = None,
 ) -> Result[Kube, ConfigError]:
     """Load the configuration as kubectl would and return a client for it."""
-    return load_configuration(kubeconfig, context).map(
-        lambda loaded: Kube(loaded.configuration, user_agent=user_agent)
-    )
+    loaded = load_configuration(kubeconfig, context)
+    if not isinstance(loaded, Success):
+        return Failure(loaded.failure())
+    configuration = loaded.unwrap().configuration
+    try:
+        return Success(Kube(configuration, user_agent=user_agent, limiter=limiter))
+    except (ValueError, urllib3.exceptions.HTTPError) as problem:  # a server URL no pool can reach
+        detail = " ".join(str(problem).split())
+        return Failure(ConfigError(f"cannot use the cluster's server {configuration.host!r}: {detail}"))

@@ -51,6 +51,7 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of, version_number
+from kruntimes.effects.logs import Throttle
 from kruntimes.effects.metrics import ServerReset
 from kruntimes.effects.workqueue import Clock
 
@@ -63,6 +64,9 @@ Attempt: TypeAlias = Literal["leading", "held_by_other", "error"]
 Ending: TypeAlias = Literal["stopped", "lost"]
 
 DEFAULT_LEASE_NAME: Final = "kruntimes-scheduler"
+WARN_INTERVAL: Final = 60.0
+"""Seconds between two warnings about one kind of failed Lease request."""
+LeaseOperation: TypeAlias = Literal["get", "create", "update"]
 
 
 def default_identity() -> str:
@@ -215,6 +219,7 @@ class LeaderElector:
         """The UID of the Lease last read or written ("" before any)."""
         self._lease_version: int | None = None
         """The newest numeric resourceVersion of the Lease seen."""
+        self._warnings = Throttle(WARN_INTERVAL, clock)
 
     # --- public ---
 
@@ -253,7 +258,7 @@ class LeaderElector:
                 if self.try_acquire_or_renew() == "leading":
                     last_renewal = self._clock()
                     self._leading = True
-                    log.info("%s became the leader of %s", self._config.identity, self._path)
+                    log.info("became the leader", extra={"identity": self._config.identity, "lease": self._path})
                     try:
                         self._on_started()
                     except Exception:
@@ -270,7 +275,7 @@ class LeaderElector:
             if attempt == "leading":
                 last_renewal = self._clock()
             elif attempt == "held_by_other" or self._clock() - last_renewal >= self._config.renew_deadline:
-                log.warning("%s lost the lease %s (%s)", self._config.identity, self._path, attempt)
+                log.warning("lost the lease", extra={"identity": self._config.identity, "lease": self._path, "attempt": attempt})
                 self._step_down(release=False)
                 return "lost"
         if self._leading:
@@ -288,13 +293,13 @@ class LeaderElector:
         if lease is None:
             error = got.failure()
             if error.kind != "not_found":
-                log.warning("reading lease %s failed: %s", self._path, error)
+                self._failed("get", error)
                 return "error"
             record = LeaseRecord(mine, duration, now, now, 0)
             created = self._kube.create(LEASES.path(self._config.namespace), self._lease_body(None, record))
             stored = created.value_or(None)
             if stored is None:
-                log.info("creating lease %s failed: %s", self._path, created.failure())
+                self._failed("create", created.failure())
                 return "error"
             if self._lease_uid:
                 self._server_reset("lease_recreated", "the lease was gone; created it anew")
@@ -319,8 +324,12 @@ class LeaderElector:
         stored = updated.value_or(None)
         if stored is None:
             error = updated.failure()
-            log.info("writing lease %s failed: %s", self._path, error)
-            return "held_by_other" if error.kind == "conflict" and old.holder != mine else "error"
+            if error.kind == "conflict" and old.holder != mine:
+                # another candidate took the expired Lease first: the election working, not a failure
+                log.info("another candidate took the lease first", extra={"lease": self._path, "identity": mine})
+                return "held_by_other"
+            self._failed("update", error)
+            return "error"
         self._remember(stored, record, tick)
         self._renew_started = tick
         return "leading"
@@ -339,15 +348,34 @@ class LeaderElector:
             if stored is not None:
                 self._renew_started = None
                 self._remember(stored, record, self._clock())
-                log.info("%s released the lease %s", self._config.identity, self._path)
+                log.info("released the lease", extra={"identity": self._config.identity, "lease": self._path})
                 return True
             if updated.failure().kind != "conflict":
-                log.warning("releasing lease %s failed: %s", self._path, updated.failure())
+                error = updated.failure()
+                log.warning(
+                    "cannot release the lease; a standby takes over when it expires",
+                    extra={"lease": self._path, "error": str(error), "kind": error.kind},
+                )
                 return False
             self._lease = self._kube.get(self._path).value_or(None)
         return False
 
     # --- internals ---
+
+    def _failed(self, operation: LeaseOperation, error: ApiError) -> None:
+        """A Lease request failed: a warning with the cause, at most once a minute per operation
+        and kind of error (the elector retries every ``retry_period``, for as long as it fails:
+        a 403 from missing RBAC would otherwise be a line every 2 s forever); the rest at debug."""
+        fields = {"lease": self._path, "operation": operation, "error": str(error), "kind": error.kind}
+        held = self._warnings.allow(f"{operation}:{error.kind}")
+        if held is None:
+            log.debug("lease request failed", extra=fields)
+            return
+        log.warning(
+            "lease request failed; retrying (said at most once a minute)",
+            extra={**fields, "unlogged_since_last": held},
+        )
+
 
     def _step_down(self, *, release: bool) -> None:
         if release:
@@ -370,7 +398,7 @@ class LeaderElector:
         self._note(lease)
 
     def _server_reset(self, reason: ServerReset, what: str) -> None:
-        log.warning("the API server lost its state: %s (lease %s)", what, self._path, extra={"reason": reason})
+        log.warning("the API server lost its state", extra={"what": what, "lease": self._path, "reason": reason})
         self._lease_version = None  # the new server's versions start over
         if self._on_server_reset is not None:
             try:
@@ -409,7 +437,7 @@ class LeaderElector:
         metadata = current.get("metadata")
         body["metadata"] = dict(metadata) if isinstance(metadata, Mapping) else {}
         if not resource_version_of(body):
-            log.debug("lease %s has no resourceVersion; the update is unguarded", self._path)
+            log.debug("the lease has no resourceVersion; the update is unguarded", extra={"lease": self._path})
         return body
 
 

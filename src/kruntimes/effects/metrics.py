@@ -18,7 +18,7 @@ its GC, and the build. What other objects already count
 time rather than mirrored on every change.
 
 ``serve`` runs ``httpserving.HttpServer`` (one selector thread, bounded connections, request
-deadlines) exposing exactly ``/metrics``, ``/healthz`` and ``/readyz``; any other path is a 404. With ``secure``
+deadlines) exposing exactly ``/metrics``, ``/healthz`` (also as ``/livez``) and ``/readyz``; any other path is a 404. With ``secure``
 (``--metrics-secure``, ``effects/secureserving.py``) it speaks TLS and every request but the
 always-allowed paths must carry a bearer token the API server authenticates and authorises,
 before the path is even looked at (401, 403), as kube-scheduler's secure port does.
@@ -27,6 +27,7 @@ before the path is even looked at (401, 403), as kube-scheduler's secure port do
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol, TypeAlias, get_args
@@ -69,6 +70,9 @@ InformerKind: TypeAlias = Literal["runs", "pods", "workspaces"]
 ServerReset: TypeAlias = Literal["too_large_resource_version", "resource_version_went_back", "lease_recreated", "lease_replaced"]
 """How the API server showed it lost its state: it has not reached a resourceVersion it gave us
 (504); it answered with one older than one seen; our Lease was gone, or has another UID."""
+WaitingReason: TypeAlias = Literal["capacity", "constraints", "unfit", "queued"]
+"""How a Pending Run waits: parked for a reason (``queueing.ParkReason``), or ``queued``: ready,
+being planned, or waiting out a back-off or a retry delay."""
 QUEUE_NAME: Final = "runs"
 """The ``name`` label of the ``workqueue_*`` families (client-go's convention: one value per queue)."""
 
@@ -140,6 +144,8 @@ class QueueView(Protocol):
 
     def waiting(self) -> Mapping[ParkReason, int]: ...
 
+    def oldest_waiting(self) -> Mapping[WaitingReason, int]: ...
+
 class ShardView(Protocol):
     """What the shard gauges read of ``sharding.ShardMember`` at scrape time."""
 
@@ -186,9 +192,10 @@ QUEUE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 6
 class SchedulerMetrics:
     """The SPEC §9 collectors on their own registry, with one typed method per thing counted."""
 
-    def __init__(self, registry: Registry = DEFAULT_REGISTRY) -> None:
+    def __init__(self, registry: Registry = DEFAULT_REGISTRY, *, wall: Callable[[], float] = time.time) -> None:
         """``registry`` is the plugin set the scheduler's cycles run: its filters' declared
-        reasons are the only ``filter_rejections`` series."""
+        reasons are the only ``filter_rejections`` series. ``wall``: seconds since the epoch, for
+        the age of the oldest waiting Run."""
         # The text format would otherwise add a ``*_created`` gauge per series: names SPEC §9
         # does not list and the upstream Go scheduler never exposes. The switch is process-wide
         # in prometheus-client; this process exposes only our registries.
@@ -264,9 +271,9 @@ class SchedulerMetrics:
             self._conflicts.labels(stage=stage)
         for source in get_args(WakeupSource):
             self._wakeups.labels(source=source)
-        self._operator_metrics(r)
+        self._operator_metrics(r, wall)
 
-    def _operator_metrics(self, r: CollectorRegistry) -> None:
+    def _operator_metrics(self, r: CollectorRegistry, wall: Callable[[], float]) -> None:
         """What operators alert on beyond SPEC §9: the queue, leadership, outcomes, the API,
         Events, informers, the process. Gauges and the counters other objects already keep
         are read at scrape time (``_Live``), so the hot paths pay nothing for them."""
@@ -321,7 +328,7 @@ class SchedulerMetrics:
         Gauge("kruntimes_build_info", "The scheduler's version; always 1.", ["version"], registry=r).labels(
             version=package_version()
         ).set(1)
-        self._live = _Live()
+        self._live = _Live(wall)
         r.register(self._live)
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
@@ -444,13 +451,14 @@ class _Live(Collector):
     """Families read at scrape time from the objects that keep them; every closed label value
     is always present (0 when nothing is watched yet)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall: Callable[[], float]) -> None:
         self.queue: QueueView | None = None
         self.leading: Callable[[], bool] = lambda: False
         self.events: EventCounts | None = None
         self.informers: tuple[InformerCounts, ...] = ()
         self.shard: ShardView | None = None
         self.supervisor: SkipCounts | None = None
+        self.wall = wall
 
     def collect(self) -> Iterator[Metric]:
         queue = self.queue
@@ -464,6 +472,17 @@ class _Live(Collector):
         for reason in get_args(ParkReason):
             waiting.add_metric([reason], parked.get(reason, 0))
         yield waiting
+        created: Mapping[WaitingReason, int] = {} if queue is None else queue.oldest_waiting()
+        oldest = GaugeMetricFamily(
+            "kruntimes_scheduler_oldest_waiting_run_seconds",
+            "Age (since creation) of the oldest Pending Run this replica schedules, by how it waits; 0 when none.",
+            labels=["reason"],
+        )
+        now = self.wall()
+        for how in get_args(WaitingReason):
+            since = created.get(how)
+            oldest.add_metric([how], 0.0 if since is None else max(0.0, now - since / 1e6))
+        yield oldest
         leader = GaugeMetricFamily("kruntimes_scheduler_leader", "1 while this replica leads and may write, else 0.")
         leader.add_metric([], 1 if self.leading() else 0)
         yield leader
@@ -524,10 +543,12 @@ class Probes:
     """``/healthz``: the process is alive and its threads are running."""
 
 
-Endpoint: TypeAlias = Literal["/metrics", "/healthz", "/readyz"]
-ALL_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics", "/healthz", "/readyz"})
+Endpoint: TypeAlias = Literal["/metrics", "/healthz", "/livez", "/readyz"]
+"""``/livez`` is ``/healthz`` under the name newer Kubernetes components use for liveness (and that
+``--authorization-always-allow-paths`` names by default)."""
+ALL_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics", "/healthz", "/livez", "/readyz"})
 METRICS_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/metrics"})
-PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/readyz"})
+PROBE_ENDPOINTS: Final[frozenset[Endpoint]] = frozenset({"/healthz", "/livez", "/readyz"})
 
 
 SECURE_WORKERS: Final = 2
@@ -559,7 +580,7 @@ def handler(
         if path == "/metrics":
             encoder, content_type = choose_encoder(request.header("Accept") or "")
             return Response(200, encoder(registry), content_type)
-        return _probe(probes.healthy if path == "/healthz" else probes.ready)
+        return _probe(probes.ready if path == "/readyz" else probes.healthy)
 
     return answer
 

@@ -52,7 +52,7 @@ from typing import Final, TypeAlias, final
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Resources, RunKey
 from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.model.resources import add, fits
-from kruntimes.pure.queueing import ParkReason, SortKey
+from kruntimes.pure.queueing import NO_TIME_US, ParkReason, SortKey
 
 DEFAULT_SAFETY_NET: Final = 30.0
 """Seconds after which a parked Run of a group that admitted nobody is planned again anyway."""
@@ -436,6 +436,21 @@ class Parking:
             for by_reason in self._groups.values():
                 for reason, items in by_reason.items():
                     out[reason] = out.get(reason, 0) + len(items)
+        return out
+
+    def oldest(self) -> dict[ParkReason, int]:
+        """The creation time (µs since the epoch) of the oldest parked Run, by reason (a reason
+        with none parked, or only Runs without a creation time, is left out). A line's head is its
+        oldest Run, as a queue order starts with the creation time (``queueing.SortKey``): one look
+        per group, whatever the backlog."""
+        out: dict[ParkReason, int] = {}
+        with self._lock:
+            for by_reason in self._groups.values():
+                for reason, line in by_reason.items():
+                    for key in line.head(1):
+                        created = self._where[key].rank(key)[0]
+                        if created < out.get(reason, NO_TIME_US):
+                            out[reason] = created
         return out
 
     # --- internals (the lock is held) ----------------------------------------------------

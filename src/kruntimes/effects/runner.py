@@ -56,7 +56,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -84,6 +85,7 @@ from kruntimes.effects.metrics import (
     serve,
 )
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
+from kruntimes.pure.model.times import format_duration
 from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET
 from kruntimes.effects.schedulingqueue import SchedulingQueue
@@ -200,6 +202,45 @@ class SchedulerOptions:
     ``leader_election``'s namespace, with its timings) and each schedules only those it owns;
     ``None``: one leader schedules everything."""
 
+    def effective(self) -> dict[str, object]:
+        """The settings in force, by the flags that set them: the start-up log line shows them."""
+        election = self.leader_election
+        secure = self.metrics_secure
+        found: dict[str, object] = {
+            "namespaces": list(self.namespaces) or "(all)",
+            "workers": self.workers,
+            "queue-order": self.queue_order.name,
+            "heartbeat-stale-after": format_duration(self.heartbeat_stale_after),
+            "leader-elect": election is not None,
+        }
+        if election is not None:
+            found.update(
+                {
+                    "leader-elect-resource-namespace": election.namespace,
+                    "leader-elect-resource-name": election.name,
+                    "leader-elect-lease-duration": format_duration(timedelta(seconds=election.lease_duration)),
+                    "leader-elect-renew-deadline": format_duration(timedelta(seconds=election.renew_deadline)),
+                    "leader-elect-retry-period": format_duration(timedelta(seconds=election.retry_period)),
+                }
+            )
+        found.update(
+            {
+                "leader-elect-identity": self.identity,
+                "shard-by-namespace": self.shard_group is not None,
+                "shard-group": self.shard_group or "",
+                "metrics-bind-address": self.metrics_bind_address,
+                "health-probe-bind-address": self.health_probe_bind_address,
+                "metrics-secure": secure is not None,
+                "tls-cert-file": str(secure.cert_file) if secure is not None and secure.cert_file else "",
+                "event-qps": self.event_qps,
+                "event-burst": self.event_burst,
+                "cycle-log": str(self.cycle_log) if self.cycle_log is not None else "",
+                "cycle-log-max-bytes": self.cycle_log_max_bytes,
+                "cycle-log-backups": self.cycle_log_backups,
+            }
+        )
+        return found
+
     def problems(self) -> tuple[str, ...]:
         """Every reason these options cannot work; empty when valid."""
         found: list[str] = []
@@ -248,6 +289,27 @@ class SchedulerOptions:
             if not namespace or "/" in namespace:
                 found.append(f"--namespace {namespace!r} is not a namespace name")
         return tuple(found)
+
+
+class ListenError(Exception):
+    """An address of the options cannot be listened on (in use, not this host's, not resolvable,
+    a privileged port): which flag gave it, the address as given, and why."""
+
+    def __init__(self, flag: str, address: str, cause: OSError) -> None:
+        self.flag = flag
+        self.address = address
+        self.cause = cause
+        why = cause.strerror if isinstance(cause.strerror, str) and cause.strerror else str(cause)
+        why = why.split(" (while attempting to bind", 1)[0]  # socket.create_server's addition: the address again
+        super().__init__(f"cannot listen on {flag} {address}: {why}")
+
+
+@contextmanager
+def _listening(flag: str, address: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as problem:
+        raise ListenError(flag, address, problem) from problem
 
 
 def parse_bind_address(text: str) -> tuple[str, int] | None:
@@ -532,7 +594,7 @@ class Scheduler:
     def start(self) -> None:
         """Bind the HTTP ports, start informers and the control thread; returns at once.
 
-        Raises ``OSError`` when an address cannot be bound.
+        Raises :class:`ListenError` when an address cannot be listened on.
         """
         tune_gc(freeze=False)
         self._start_servers()
@@ -598,20 +660,23 @@ class Scheduler:
         health = parse_bind_address(self._options.health_probe_bind_address)
         registry, dropped = self._metrics.registry, self._metrics.count_dropped_connection
         if metrics is not None and metrics == health and metrics[1] != 0:
-            server = serve(registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS, secure=secure, on_drop=dropped)
+            with _listening("--metrics-bind-address and --health-probe-bind-address", self._options.metrics_bind_address):
+                server = serve(registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS, secure=secure, on_drop=dropped)
             self._servers.append(server)
             self.metrics_url = self.health_url = server.url
             return
         try:
             if metrics is not None:
-                server = serve(registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS, secure=secure, on_drop=dropped)
+                with _listening("--metrics-bind-address", self._options.metrics_bind_address):
+                    server = serve(registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS, secure=secure, on_drop=dropped)
                 self._servers.append(server)
                 self.metrics_url = server.url
             if health is not None:
-                server = serve(registry, probes, health[0], health[1], endpoints=PROBE_ENDPOINTS, on_drop=dropped)
+                with _listening("--health-probe-bind-address", self._options.health_probe_bind_address):
+                    server = serve(registry, probes, health[0], health[1], endpoints=PROBE_ENDPOINTS, on_drop=dropped)
                 self._servers.append(server)
                 self.health_url = server.url
-        except OSError:
+        except ListenError:
             for server in self._servers:
                 server.close()
             self._servers = []

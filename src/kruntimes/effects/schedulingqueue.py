@@ -36,17 +36,18 @@ from datetime import datetime
 from typing import Final
 
 from kruntimes.effects.atom import Atom
-from kruntimes.effects.metrics import SchedulerMetrics
+from kruntimes.effects.metrics import SchedulerMetrics, WaitingReason
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
 from kruntimes.effects.workqueue import WorkQueue, by_policy
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
-from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot
+from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot, epoch_us
 from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.planner import precheck
 from kruntimes.pure.queueing import (
     FIFO,
     MAX_ADMISSION_WALK,
+    NO_TIME_US,
     ParkReason,
     QueueEntry,
     QueueOrder,
@@ -112,6 +113,22 @@ class SchedulingQueue:
     def waiting(self) -> dict[ParkReason, int]:
         """Parked Runs by reason."""
         return self.parking.counts()
+
+    def oldest_waiting(self) -> dict[WaitingReason, int]:
+        """The creation time (µs since the epoch) of the oldest Pending Run by how it waits:
+        parked, by reason, or ``queued`` (ready, being planned, waiting out a back-off or a retry
+        delay). Read at scrape time; costs the parking lot's groups and the queue's lane heads,
+        delayed and in-flight keys, never the backlog."""
+        found: dict[WaitingReason, int] = {reason: created for reason, created in self.parking.oldest().items()}
+        state = self._state.get()
+        queued = NO_TIME_US
+        for key in self.work.heads():
+            run = state.run(key)
+            if run is not None and run.status.pending and run.creation_timestamp is not None:
+                queued = min(queued, epoch_us(run.creation_timestamp))
+        if queued < NO_TIME_US:
+            found["queued"] = queued
+        return found
 
     def _entry(self, key: RunKey) -> QueueEntry:
         run = self._state.get().run(key)

@@ -31,7 +31,8 @@ from returns.result import Result
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
-from kruntimes.effects.leader import INT32_MAX, micro_time, timing_problems
+from kruntimes.effects.leader import INT32_MAX, WARN_INTERVAL, micro_time, timing_problems
+from kruntimes.effects.logs import Throttle
 from kruntimes.effects.metrics import ShardHandoff as Handoff
 from kruntimes.effects.threads import Supervisor
 from kruntimes.effects.workqueue import Clock
@@ -209,6 +210,7 @@ class ShardMember:
         self._renewed_at: float | None = None
         """Monotonic instant at which the last successful renewal *started*."""
         self._next_renewal = 0.0
+        self._warnings = Throttle(WARN_INTERVAL, clock)
         self._seen: dict[str, _Seen] = {}
         """member Lease name -> what we saw of it."""
         self._held: dict[str, JSONObject] = {}
@@ -391,7 +393,7 @@ class ShardMember:
             if stored is None:
                 error = created.failure()
                 if error.kind != "already_exists":
-                    log.warning("creating the membership Lease failed", extra={"error": str(error)})
+                    self._membership_failed("create", error)
                     return
                 # our own identity's Lease: a write of ours whose answer was lost, or a restart
                 # under a fixed identity; adopt it (nothing is held yet)
@@ -427,7 +429,18 @@ class ShardMember:
             self._drop_all("lost")
             self._next_renewal = tick  # join again at once
             return
-        log.warning("renewing the membership Lease failed", extra={"error": str(error)})
+        self._membership_failed("update", error)
+
+    def _membership_failed(self, operation: str, error: ApiError) -> None:
+        """As the elector's Lease failures: a warning with the cause once a minute per operation
+        and kind of error, the rest at debug (a renewal is tried every retry period)."""
+        fields = {"lease": self._member_path(), "operation": operation, "error": str(error), "kind": error.kind}
+        held = self._warnings.allow(f"{operation}:{error.kind}")
+        if held is None:
+            log.debug("membership Lease request failed", extra=fields)
+        else:
+            log.warning("membership Lease request failed; retrying (said at most once a minute)",
+                        extra={**fields, "unlogged_since_last": held})
 
     def _observe(self) -> frozenset[str] | None:
         """The live members (identities), ours included; ``None`` when the list failed."""

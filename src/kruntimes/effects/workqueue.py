@@ -268,6 +268,13 @@ class WorkQueue(Generic[K]):
             self._drop_stale_locked()
             return self._waiting[0][0] if self._waiting else None
 
+    def heads(self) -> list[K]:
+        """The first ready key of each lane, every delayed key and every key a worker holds (a
+        copy): with an order that puts the oldest first, the oldest key the queue holds is among
+        them, and they are few whatever the number of ready keys."""
+        with self._cond:
+            return [heap[0][2] for heap in self._ready.values()] + list(self._due) + list(self._processing)
+
     def processing(self) -> frozenset[K]:
         with self._cond:
             return frozenset(self._processing)

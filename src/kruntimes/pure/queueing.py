@@ -83,7 +83,8 @@ __all__ = [
 SortKey: TypeAlias = tuple[int, str, str]
 """(creation time in µs since the epoch — no time sorts last —, namespace, name)."""
 
-_NO_TIME_US: Final = 1 << 62
+NO_TIME_US: Final = 1 << 62
+"""The creation time a Run without one sorts by: after every real one."""
 
 
 @final
@@ -118,7 +119,7 @@ class QueueOrder(Protocol):
 
 def _age(entry: QueueEntry) -> SortKey:
     created = entry.creation_timestamp
-    return (_NO_TIME_US if created is None else epoch_us(created), entry.key.namespace, entry.key.name)
+    return (NO_TIME_US if created is None else epoch_us(created), entry.key.namespace, entry.key.name)
 
 
 @final

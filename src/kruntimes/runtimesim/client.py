@@ -469,7 +469,7 @@ class SimulatorClient:
             try:
                 done = self._process(key)
             except Exception:  # a bug in one key must not stop the others
-                log.exception("simulating %s %s failed", *key)
+                log.exception("simulating an object failed", extra={"kind": key[0], "object": key[1]})
                 done = False
                 self.queue.add_rate_limited(key)
             finally:
@@ -552,7 +552,10 @@ class SimulatorClient:
                 self.pods.put(pod, replacing=None)
                 return True
             self._foreign.add(name)
-            log.warning("pod %s/%s exists and is not managed by %s: the simulator leaves it alone and runs without it", self.namespace, name, self.settings.manager)
+            log.warning(
+                "a pod of that name exists and is not the simulator's: left alone, the simulator runs without it",
+                extra={"pod": f"{self.namespace}/{name}", "manager": self.settings.manager},
+            )
             return True
         self.queue.add_rate_limited(key)
         return False
@@ -720,7 +723,10 @@ class SimulatorClient:
             if last is not None and now - last < COMPLAINT_INTERVAL:
                 return
             self._complained[(error.status, error.reason)] = now
-        log.warning("writing %s in %s was refused (retried with back-off; said once a minute): %s", resource.plural, self.namespace, error)
+        log.warning(
+            "a write was refused (retried with back-off; said once a minute)",
+            extra={"resource": resource.plural, "namespace": self.namespace, "error": str(error)},
+        )
 
     # --- cleaning up ------------------------------------------------------------------------------------
 
@@ -737,7 +743,7 @@ class SimulatorClient:
     def _delete_all(self, resource: ResourceType, selector: str, keep: Callable[[Obj], bool]) -> int:
         listed = self.kube.list(resource.path(self.namespace), {"labelSelector": selector})
         if isinstance(listed, Failure):
-            log.warning("cannot list %s to clean up: %s", resource.plural, listed.failure())
+            log.warning("cannot list to clean up", extra={"resource": resource.plural, "error": str(listed.failure())})
             return 0
         deleted = 0
         for raw in listed.unwrap()[0]:
@@ -750,7 +756,7 @@ class SimulatorClient:
             if isinstance(result, Success) or result.failure().kind == "not_found":
                 deleted += 1
             else:
-                log.warning("cannot delete %s %s: %s", resource.plural, meta["name"], result.failure())
+                log.warning("cannot delete", extra={"resource": resource.plural, "object": meta["name"], "error": str(result.failure())})
         return deleted
 
 

@@ -126,7 +126,7 @@ class RunLoad:
                 if not error.retriable:
                     with self._lock:
                         self.refused = self.refused or error
-                    log.error("creating Runs in %s was refused; no more are created: %s", client.namespace, error)
+                    log.error("creating Runs was refused; no more are created", extra={"namespace": client.namespace, "error": str(error)})
                     return
                 delay = max(RETRY.delay(failures), error.retry_after or 0.0)
                 failures += 1

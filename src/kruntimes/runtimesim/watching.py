@@ -135,7 +135,7 @@ class Reflector:
             self.failures += 1
             delay = max(self._backoff.delay(failures), problem.retry_after or 0.0)
             failures += 1
-            log.warning("%s: %s; again in %.1fs", self._path, problem, delay)
+            log.warning("watch failed; watching again", extra={"path": self._path, "error": str(problem), "after_seconds": round(delay, 1)})
             if self._stop.wait(delay):
                 return
 
@@ -208,4 +208,4 @@ class Reflector:
         try:
             self._on_change(name, before, obj)
         except Exception:  # the owner's bug must not stop the cache
-            log.exception("%s: handling a change of %s failed", self._path, name)
+            log.exception("handling a change failed", extra={"path": self._path, "object": name})
