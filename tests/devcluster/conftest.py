@@ -1,13 +1,25 @@
-"""Fixtures: a fresh dev cluster per test (starting one takes milliseconds), with and without the simulator."""
+"""Fixtures: a fresh dev cluster per test (starting one takes milliseconds), with and without the simulator.
+
+``server_kube`` runs a test twice: on the dev cluster and on a real kube-apiserver (a control plane of
+the module's own, emptied before each test). The dev cluster's API behaviour is judged by the real
+server's: a test that passes on one only is a dev-cluster defect, or a difference named in
+docs/devcluster.md and pinned by a test.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
+import yaml
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
+from kruntimes.devcluster.resources import kruntimes_crds
+from tests.controlplane import session as controlplane
+from tests.controlplane.server import ControlPlane
+from tests.realserver.support import kubectl as admin_kubectl
 
 from .helpers import Kube, Kubectl, close_api, kube_for
 
@@ -43,3 +55,60 @@ def sim_kube(sim_cluster: DevCluster, tmp_path: Path) -> Iterator[Kube]:
 @pytest.fixture
 def kubectl(sim_cluster: DevCluster, tmp_path: Path) -> Kubectl:
     return Kubectl(sim_cluster.kubeconfig_path(tmp_path), tmp_path / "kube-cache")
+
+
+# --- the same requests against a real kube-apiserver --------------------------------------------
+
+_RESET_KINDS: Final = (
+    "apis/kruntimes.io/v1alpha1/namespaces/{ns}/runs",
+    "apis/kruntimes.io/v1alpha1/namespaces/{ns}/runtimes",
+    "apis/kruntimes.io/v1alpha1/namespaces/{ns}/persistentworkspaces",
+    "api/v1/namespaces/{ns}/pods",
+    "api/v1/namespaces/{ns}/events",
+    "apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
+)
+
+
+@pytest.fixture(scope="module")
+def real_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A real control plane of this module's own, serving the CRDs the dev cluster serves."""
+    for plane in controlplane.private(tmp_path_factory.mktemp("controlplane")):
+        manifests = "---\n".join(yaml.safe_dump(crd) for crd in kruntimes_crds())
+        admin_kubectl(plane, "apply", "--server-side", "-f", "-", stdin=manifests)
+        admin_kubectl(plane, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        yield plane
+
+
+def _reset(plane: ControlPlane) -> None:
+    """Empty every namespace of what an earlier test wrote (namespaces stay: no controller deletes them)."""
+    namespaces = plane.request("GET", "/api/v1/namespaces")
+    assert isinstance(namespaces, dict)
+    for item in namespaces["items"]:
+        ns = item["metadata"]["name"]
+        if ns.startswith("kube-") and ns != "kube-system":
+            continue
+        runs = plane.request("GET", f"/apis/kruntimes.io/v1alpha1/namespaces/{ns}/runs")
+        assert isinstance(runs, dict)
+        for run in runs["items"]:
+            if run["metadata"].get("finalizers"):
+                plane.request_patch(f"/apis/kruntimes.io/v1alpha1/namespaces/{ns}/runs/{run['metadata']['name']}",
+                                    {"metadata": {"finalizers": None}})
+        for kind in _RESET_KINDS:
+            plane.request("DELETE", "/" + kind.format(ns=ns))
+
+
+@pytest.fixture(params=["dev", "real"])
+def server_kube(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kube]:
+    """The official client against the dev cluster, then against a real kube-apiserver: what a test
+    asserts through it must hold on both (or the dev cluster is wrong)."""
+    if request.param == "dev":
+        with DevCluster.start(simulator=None) as running:
+            k = kube_for(running.kubeconfig_path(tmp_path))
+            yield k
+            close_api(k.api)
+        return
+    plane: ControlPlane = request.getfixturevalue("real_plane")
+    _reset(plane)
+    k = kube_for(plane.admin_kubeconfig)
+    yield k
+    close_api(k.api)
