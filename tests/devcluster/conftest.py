@@ -17,6 +17,10 @@ import yaml
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
 from kruntimes.devcluster.resources import kruntimes_crds
+from kruntimes.effects.kube import Kube as Kube_
+from kruntimes.effects.kube import load_configuration
+from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
+from kruntimes.runtimesim.decide import RunSettings
 from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import kubectl as admin_kubectl
@@ -112,3 +116,26 @@ def server_kube(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kube
     k = kube_for(plane.admin_kubeconfig)
     yield k
     close_api(k.api)
+
+
+@pytest.fixture(params=["dev", "real"])
+def server_kubectl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kubectl]:
+    """The real kubectl against the dev cluster with its simulator, then against a real kube-apiserver
+    with the runtime simulator as an API client (heartbeats every second, Runs done after 0.3 s)."""
+    if request.param == "dev":
+        sim_cluster = request.getfixturevalue("sim_cluster")
+        yield Kubectl(sim_cluster.kubeconfig_path(tmp_path), tmp_path / "kube-cache", server="dev")
+        return
+    plane: ControlPlane = request.getfixturevalue("real_plane")
+    _reset(plane)
+    admin = Kube_(load_configuration(str(plane.admin_kubeconfig)).unwrap().configuration, request_timeout=10,
+                  user_agent="kruntimes-tests")
+    simulator = SimulatorClient(admin, ClientSettings(namespace="default", follow_runtimes=True, heartbeat_interval=1.0,
+                                                      runs=RunSettings(duration=0.3), qps=0))
+    simulator.start()
+    try:
+        assert simulator.wait_synced(30), "the runtime simulator did not sync"
+        yield Kubectl(plane.admin_kubeconfig, tmp_path / "kube-cache", server="real")
+    finally:
+        simulator.stop()
+        admin.close()
