@@ -9,10 +9,12 @@ docs/devcluster.md and pinned by a test.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Literal
 
 import pytest
+import urllib3
 import yaml
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
@@ -25,7 +27,7 @@ from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import kubectl as admin_kubectl
 
-from .helpers import Kube, Kubectl, close_api, kube_for
+from .helpers import Kube, Kubectl, close_api, kube_for, request_json
 
 
 @pytest.fixture
@@ -139,3 +141,47 @@ def server_kubectl(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[K
     finally:
         simulator.stop()
         admin.close()
+
+
+class _Authorized(urllib3.PoolManager):
+    """A pool that sends a bearer token with every request, whatever headers the caller passes."""
+
+    def __init__(self, token: str, ca_pem: bytes) -> None:
+        super().__init__(retries=False, cert_reqs="CERT_REQUIRED", ca_cert_data=ca_pem.decode())
+        self._authorization = f"Bearer {token}"
+
+    # the same signature PoolManager itself narrows from RequestMethods (and marks as urllib3 does)
+    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> urllib3.BaseHTTPResponse:  # type: ignore[override]
+        kw["headers"] = {**(kw.get("headers") or {}), "Authorization": self._authorization}
+        return super().urlopen(method, url, redirect, **kw)
+
+
+@dataclass(frozen=True)
+class Api:
+    """One server as raw HTTP sees it: its address and a client allowed to do anything there."""
+
+    server: Literal["dev", "real"]
+    url: str
+    http: urllib3.PoolManager
+
+    def resource_version(self) -> int:
+        """The server's current resourceVersion, as a list of Runs reports it."""
+        code, listed, _ = request_json(self.http, "GET", self.url + "/apis/kruntimes.io/v1alpha1/runs?limit=1")
+        assert code == 200, listed
+        return int(listed["metadata"]["resourceVersion"])
+
+
+@pytest.fixture(params=["dev", "real"])
+def server_api(request: pytest.FixtureRequest) -> Iterator[Api]:
+    """Raw HTTP to the dev cluster, then to a real kube-apiserver (emptied before the test)."""
+    if request.param == "dev":
+        with DevCluster.start(simulator=None) as running:
+            pool = urllib3.PoolManager(retries=False)
+            yield Api("dev", running.url, pool)
+            pool.clear()
+        return
+    plane: ControlPlane = request.getfixturevalue("real_plane")
+    _reset(plane)
+    pool = _Authorized(plane.admin_token, plane.ca_pem)
+    yield Api("real", plane.server, pool)
+    pool.clear()

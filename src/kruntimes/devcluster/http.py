@@ -694,12 +694,13 @@ class _WatchEncoder:
                 meta["annotations"] = {"k8s.io/initial-events-end": "true"}
             return json.dumps({"type": "BOOKMARK", "object": {"kind": rd.kind, "apiVersion": rd.api_version, "metadata": meta}}).encode() + b"\n"
         event = item.event
+        shown = item.shown()
         if self._tables:
-            rendered = table(rd, [event.object], now=time.time(), resource_version=str(event.resource_version), include_object=self._include, with_headers=not self._headers_sent, api_version=f"meta.k8s.io/{self._tables}")
+            rendered = table(rd, [shown], now=time.time(), resource_version=str(event.resource_version), include_object=self._include, with_headers=not self._headers_sent, api_version=f"meta.k8s.io/{self._tables}")
             self._headers_sent = True
             return json.dumps({"type": item.type, "object": rendered}).encode() + b"\n"
-        if event.object.get("apiVersion") != rd.api_version:
-            body = json.dumps({**event.object, "apiVersion": rd.api_version}).encode()
+        if shown.get("apiVersion") != rd.api_version or item.left_selection:
+            body = json.dumps({**shown, "apiVersion": rd.api_version}).encode()
         else:
             body = event.object_json()
         return b'{"type":"' + item.type.encode() + b'","object":' + body + b"}\n"
