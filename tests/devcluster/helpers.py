@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import urllib3
 from kubernetes import client
@@ -139,9 +139,11 @@ class WatchCollector:
 class Kubectl:
     """The real ``kubectl`` on PATH, pointed at one dev cluster through a generated kubeconfig."""
 
-    def __init__(self, kubeconfig: Path, cache_dir: Path) -> None:
+    def __init__(self, kubeconfig: Path, cache_dir: Path, *, server: Literal["dev", "real"] = "dev") -> None:
         self.kubeconfig = kubeconfig
         self.cache_dir = cache_dir
+        self.server = server
+        """Which server the kubeconfig names: the dev cluster, or a real kube-apiserver."""
         self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(cache_dir.parent)}
 
     def argv(self, args: Sequence[str]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from kruntimes.devcluster.selectors import Selection, parse_selection
 from kruntimes.devcluster.store import Bookmark, Delivery, Keep, Put, Store, WriteContext
 from kruntimes.devcluster.types import GroupResource, ObjectKey
 
+from .conftest import Api
 from .helpers import request_json, wait_until
 
 RUNS = "/apis/kruntimes.io/v1alpha1/namespaces/default/runs"
@@ -26,7 +28,10 @@ class StreamReader:
     def __init__(self, http: urllib3.PoolManager, url: str) -> None:
         self.resp = http.request("GET", url, preload_content=False)
         self.events: list[dict[str, Any]] = []
+        self.arrived: list[float] = []
+        """When each event was read (``time.monotonic``)."""
         self.ended = threading.Event()
+        self.ended_at = 0.0
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -36,9 +41,13 @@ class StreamReader:
             for chunk in self.resp.stream(None):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
-                self.events += [json.loads(line) for line in lines if line.strip()]
+                for line in lines:
+                    if line.strip():
+                        self.arrived.append(time.monotonic())
+                        self.events.append(json.loads(line))
         except (urllib3.exceptions.ProtocolError, OSError):
             pass
+        self.ended_at = time.monotonic()
         self.ended.set()
 
     def wait_for(self, count: int) -> list[dict[str, Any]]:
@@ -55,35 +64,49 @@ def http() -> urllib3.PoolManager:
     return urllib3.PoolManager(retries=False)
 
 
-def _create(http: urllib3.PoolManager, cluster: DevCluster, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+def _create(http: urllib3.PoolManager, cluster: DevCluster | Api, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name, "labels": labels or {}}, "spec": {"runtime": "python", "mode": {"task": {}}}}
     code, obj, _ = request_json(http, "POST", cluster.url + RUNS, body)
     assert code == 201
     return obj
 
 
-def test_an_object_leaving_a_watchs_label_selector_arrives_as_deleted_and_returning_as_added(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+def _run_in(http: urllib3.PoolManager, cluster: DevCluster | Api, namespace: str, name: str) -> dict[str, Any]:
+    body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": name}, "spec": {"runtime": "python", "mode": {"task": {}}}}
+    code, obj, _ = request_json(http, "POST", cluster.url + f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs", body)
+    assert code == 201, obj
+    return obj
+
+
+def test_an_object_leaving_a_watchs_label_selector_arrives_as_deleted_and_returning_as_added(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
     created = _create(http, cluster, "r", {"tier": "gold"})
     stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&labelSelector=tier%3Dgold&resourceVersion={created['metadata']['resourceVersion']}")
+    versions = []
     for tier in ("silver", "gold"):
-        request_json(http, "PATCH", cluster.url + RUNS + "/r", {"metadata": {"labels": {"tier": tier}}}, content_type="application/merge-patch+json")
+        _, patched, _ = request_json(http, "PATCH", cluster.url + RUNS + "/r", {"metadata": {"labels": {"tier": tier}}}, content_type="application/merge-patch+json")
+        versions.append(patched["metadata"]["resourceVersion"])
     events = stream.wait_for(2)
-    assert [(e["type"], e["object"]["metadata"]["labels"]["tier"]) for e in events] == [("DELETED", "silver"), ("ADDED", "gold")]
+    # leaving: the object as it last matched, at the version of the change that took it out
+    assert [(e["type"], e["object"]["metadata"]["labels"]["tier"], e["object"]["metadata"]["resourceVersion"]) for e in events] == [
+        ("DELETED", "gold", versions[0]), ("ADDED", "gold", versions[1])]
     stream.close()
-    wait_until(lambda: cluster.store.subscription_count == 0, timeout=5, what="the server to notice the watcher left")
 
 
 def test_watches_that_allow_bookmarks_receive_them_with_the_current_resource_version(http: urllib3.PoolManager) -> None:
     with DevCluster.start(simulator=None, bookmark_interval=0.2) as cluster:
         created = _create(http, cluster, "r")
         stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&allowWatchBookmarks=true&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=2")
+        request_json(http, "POST", cluster.url + "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+        _run_in(http, cluster, "elsewhere", "other")  # the server moves past the watch's version
         bookmark = wait_until(lambda: next((e for e in stream.events if e["type"] == "BOOKMARK"), None), what="a bookmark")
         assert bookmark["object"]["kind"] == "Run"
-        assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(created["metadata"]["resourceVersion"])
+        assert int(bookmark["object"]["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
         assert stream.ended.wait(5)
 
 
-def test_send_initial_events_ends_the_initial_state_with_an_annotated_bookmark(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+def test_send_initial_events_ends_the_initial_state_with_an_annotated_bookmark(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
     _create(http, cluster, "a")
     _create(http, cluster, "b")
     stream = StreamReader(http, cluster.url + RUNS + "?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
@@ -92,13 +115,15 @@ def test_send_initial_events_ends_the_initial_state_with_an_annotated_bookmark(h
     assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
 
-def test_a_watch_ends_cleanly_after_its_timeout(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+def test_a_watch_ends_cleanly_after_its_timeout(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
     stream = StreamReader(http, cluster.url + RUNS + "?watch=1&timeoutSeconds=1")
     assert stream.ended.wait(5)
     assert stream.events == []
 
 
-def test_a_watch_in_table_form_sends_column_headers_only_with_the_first_event(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+def test_a_watch_in_table_form_sends_column_headers_only_with_the_first_event(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
     created = _create(http, cluster, "a")
     accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
     resp = http.request("GET", cluster.url + RUNS + f"?watch=1&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=1", headers=accept, preload_content=False)
@@ -192,24 +217,29 @@ def test_selection_matches_labels_and_fields_together() -> None:
 TOO_LARGE_CAUSES = [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
 
 
-def test_a_list_from_a_resource_version_not_reached_within_three_seconds_is_a_504_too_large(http: urllib3.PoolManager, cluster: DevCluster) -> None:
-    current = cluster.store.resource_version
+def test_a_list_from_a_resource_version_not_reached_within_three_seconds_is_a_504_too_large(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
+    current = server_api.resource_version()
     ahead = current + 1000
     started = time.monotonic()
     code, status, response = request_json(http, "GET", cluster.url + RUNS + f"?resourceVersion={ahead}&limit=10")
     assert time.monotonic() - started >= 2.9, "the server waits for the version first, as kube-apiserver's watch cache does"
     assert code == 504
+    # "current" is where the server stands when it answers (a real one writes Leases of its own meanwhile)
+    now = re.fullmatch(rf"Timeout: Too large resource version: {ahead}, current: (\d+)", status.get("message", ""))
+    assert now is not None and current <= int(now[1]) < ahead, status
     assert status == {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": f"Timeout: Too large resource version: {ahead}, current: {current}",
+        "message": f"Timeout: Too large resource version: {ahead}, current: {now[1]}",
         "reason": "Timeout", "code": 504,
         "details": {"causes": TOO_LARGE_CAUSES, "retryAfterSeconds": 1},
     }
     assert response.headers.get("Retry-After") == "1"
 
 
-def test_a_list_from_a_resource_version_reached_while_it_waits_is_answered(http: urllib3.PoolManager, cluster: DevCluster) -> None:
-    ahead = cluster.store.resource_version + 1
+def test_a_list_from_a_resource_version_reached_while_it_waits_is_answered(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
+    ahead = server_api.resource_version() + 1
     threading.Timer(0.5, lambda: _create(http, cluster, "late")).start()
     code, listed, _ = request_json(http, "GET", cluster.url + RUNS + f"?resourceVersion={ahead}")
     assert code == 200
@@ -233,8 +263,9 @@ def test_a_watch_from_a_resource_version_not_reached_stays_silent_until_the_serv
         stream.close()
 
 
-def test_a_watch_list_from_a_resource_version_not_reached_ends_with_a_too_large_error_event(http: urllib3.PoolManager, cluster: DevCluster) -> None:
-    ahead = cluster.store.resource_version + 1000
+def test_a_watch_list_from_a_resource_version_not_reached_ends_with_a_too_large_error_event(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
+    ahead = server_api.resource_version() + 1000
     stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&resourceVersion={ahead}&timeoutSeconds=30")
     assert stream.ended.wait(10)
     [event] = stream.events
@@ -243,11 +274,24 @@ def test_a_watch_list_from_a_resource_version_not_reached_ends_with_a_too_large_
     assert event["object"]["details"]["causes"] == TOO_LARGE_CAUSES
 
 
-def test_a_quiet_watch_gets_a_bookmark_two_seconds_before_its_deadline(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+def test_a_quiet_watch_gets_a_bookmark_two_seconds_before_its_deadline_once_the_server_moved_on(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
     created = _create(http, cluster, "r")
-    started = time.monotonic()
     stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&allowWatchBookmarks=true&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=4")
-    bookmark = wait_until(lambda: next((e for e in stream.events if e["type"] == "BOOKMARK"), None), timeout=10, what="a bookmark")
-    assert time.monotonic() - started < 3.9, "before the deadline, not at it"
-    assert bookmark["object"]["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    code, elsewhere, _ = request_json(http, "POST", cluster.url + "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"generateName": "elsewhere-"}})
+    assert code == 201
+    outside = _run_in(http, cluster, elsewhere["metadata"]["name"], "other")  # a Run this watch does not see
+    assert stream.ended.wait(15)
+    assert stream.events and {e["type"] for e in stream.events} == {"BOOKMARK"}, "bookmarks only: the Run elsewhere is not this watch's"
+    bookmark = stream.events[0]
+    assert int(bookmark["object"]["metadata"]["resourceVersion"]) >= int(outside["metadata"]["resourceVersion"])
+    # sent about two seconds before the deadline (kube-apiserver dispatches bookmarks once a second)
+    assert stream.ended_at - stream.arrived[0] > 0.5, "before the deadline, not at it"
+
+
+def test_a_quiet_watch_at_the_servers_version_gets_no_bookmark(server_api: Api) -> None:
+    http, cluster = server_api.http, server_api
+    created = _create(http, cluster, "r")
+    stream = StreamReader(http, cluster.url + RUNS + f"?watch=1&allowWatchBookmarks=true&resourceVersion={created['metadata']['resourceVersion']}&timeoutSeconds=3")
     assert stream.ended.wait(10)
+    assert stream.events == [], "nothing happened past the watch's version: nothing to mark"

@@ -108,6 +108,14 @@ def table_version(accept: str) -> str | None:
     return None
 
 
+def _deleted_status(rd: ResourceDef, obj: Obj) -> Obj:
+    """What kube-apiserver answers a delete that removed an object at once (for most kinds)."""
+    details: Obj = {"name": obj["metadata"]["name"], "group": rd.group, "kind": rd.plural, "uid": obj["metadata"].get("uid", "")}
+    if not rd.group:
+        del details["group"]
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
 def record_json(record: WriteRecord) -> Obj:
     return {
         "resourceVersion": record.resource_version,
@@ -563,7 +571,8 @@ class Handler(BaseHTTPRequestHandler):
         else:  # delete
             removal = delete_options(query, decode_json(body) if body.strip() else None)
             obj, gone = service.delete(rd, ns, route.name, context, preconditions=removal.preconditions, dry_run=removal.dry_run)
-            self._send_json(200 if gone else 202, obj)
+            # 200 either way, as kube-apiserver answers (it keeps 202 for a rarely used option)
+            self._send_json(200, obj if rd.returns_deleted_object or not gone else _deleted_status(rd, obj))
 
     # -- watch ------------------------------------------------------------------------------
 
@@ -685,12 +694,13 @@ class _WatchEncoder:
                 meta["annotations"] = {"k8s.io/initial-events-end": "true"}
             return json.dumps({"type": "BOOKMARK", "object": {"kind": rd.kind, "apiVersion": rd.api_version, "metadata": meta}}).encode() + b"\n"
         event = item.event
+        shown = item.shown()
         if self._tables:
-            rendered = table(rd, [event.object], now=time.time(), resource_version=str(event.resource_version), include_object=self._include, with_headers=not self._headers_sent, api_version=f"meta.k8s.io/{self._tables}")
+            rendered = table(rd, [shown], now=time.time(), resource_version=str(event.resource_version), include_object=self._include, with_headers=not self._headers_sent, api_version=f"meta.k8s.io/{self._tables}")
             self._headers_sent = True
             return json.dumps({"type": item.type, "object": rendered}).encode() + b"\n"
-        if event.object.get("apiVersion") != rd.api_version:
-            body = json.dumps({**event.object, "apiVersion": rd.api_version}).encode()
+        if shown.get("apiVersion") != rd.api_version or item.left_selection:
+            body = json.dumps({**shown, "apiVersion": rd.api_version}).encode()
         else:
             body = event.object_json()
         return b'{"type":"' + item.type.encode() + b'","object":' + body + b"}\n"

@@ -84,6 +84,9 @@ class ResourceDef:
     allow_unconditional_update: bool = True
     status_on_create: Mapping[str, Any] | None = None
     """What ``status`` becomes on create when the kind has a status subresource (None: removed)."""
+    returns_deleted_object: bool = False
+    """A delete that removes the object at once answers with the object (pods, as kube-apiserver's
+    pod storage does); otherwise with a ``Status`` of ``Success`` naming it."""
 
     @property
     def api_version(self) -> str:
@@ -143,7 +146,7 @@ BUILTIN_RESOURCES: Final[tuple[ResourceDef, ...]] = (
             PrinterColumn("Node", "string", ".spec.nodeName", priority=1),
         ),
         selectable_fields=("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP"),
-        categories=("all",), status_on_create={"phase": "Pending"},
+        categories=("all",), status_on_create={"phase": "Pending"}, returns_deleted_object=True,
     ),
     ResourceDef(
         "", "v1", "Event", "events", "event", ("ev",),

@@ -65,6 +65,20 @@ class Delivery:
     type: EventType
     event: Event
 
+    @property
+    def left_selection(self) -> bool:
+        """A change that took the object out of the watcher's selection: kube-apiserver's watch cache
+        sends it as DELETED carrying the object as it last matched, at the change's version."""
+        return self.type == "DELETED" and self.event.type == "MODIFIED"
+
+    def shown(self) -> Obj:
+        """The object this watcher is sent."""
+        if not self.left_selection:
+            return self.event.object
+        assert self.event.previous is not None
+        meta = {**self.event.previous["metadata"], "resourceVersion": str(self.event.resource_version)}
+        return {**self.event.previous, "metadata": meta}
+
 
 @final
 @dataclass(frozen=True, slots=True)
@@ -355,9 +369,10 @@ class Store:
 
     def bookmark(self, sub: Subscription) -> None:
         """Queue a bookmark at the current version; under the lock, so no earlier event can follow it.
-        None below the version the watch started from (kube-apiserver sends none before it gets there)."""
+        None until the server has moved past the version the watch started from: kube-apiserver's
+        watch cache sends a watcher no bookmark at or below that version (but the initial-events end)."""
         with self._lock:
-            if self._rv >= sub.after:
+            if self._rv > sub.after:
                 sub._push(Bookmark(self._rv))
 
     def close_subscriptions(self, predicate: Callable[[Subscription], bool] = lambda _s: True, *, abort: bool = False) -> int:
