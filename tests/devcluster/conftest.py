@@ -8,6 +8,7 @@ docs/devcluster.md and pinned by a test.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import kubectl as admin_kubectl
 
-from .helpers import Kube, Kubectl, close_api, kube_for, request_json
+from .helpers import Kube, Kubectl, close_api, kube_for, request_json, wait_until
 
 
 @pytest.fixture
@@ -81,7 +82,11 @@ def real_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
     for plane in controlplane.private(tmp_path_factory.mktemp("controlplane")):
         manifests = "---\n".join(yaml.safe_dump(crd) for crd in kruntimes_crds())
         admin_kubectl(plane, "apply", "--server-side", "-f", "-", stdin=manifests)
-        admin_kubectl(plane, "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+        # a CRD just created may have no conditions yet, which `kubectl wait` reports as an error
+        wait_until(lambda: subprocess.run(["kubectl", "--kubeconfig", str(plane.admin_kubeconfig), "wait",
+                                           "--for=condition=Established", "--timeout=10s", "crd", "--all"],
+                                          capture_output=True, check=False).returncode == 0,
+                   timeout=90, interval=1.0, what="the CRDs to be Established")
         yield plane
 
 
