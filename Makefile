@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # The project's one version (docs/release.md): the wheel's, the image's tag, the chart's.
-VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/kruntimes/__init__.py)
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/kruntimes/__init__.py 2>/dev/null)
 # Where `make image` tags the image: REGISTRY/kruntimes-scheduler:VERSION (no registry: a local name).
 REGISTRY ?=
 IMAGE := $(if $(REGISTRY),$(REGISTRY)/)kruntimes-scheduler:$(VERSION)
