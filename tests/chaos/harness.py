@@ -78,6 +78,10 @@ FAULTS: Final = (
 MAX_FAULT_RETRIES = 10
 """A fault that found nothing to act on (no Run Scheduled right now) is tried again this often per round:
 on a loaded machine Runs pass through Scheduled and Running quickly, and an epoch must not skip a type."""
+RESET_WINDOW: Final = 3.0
+"""Seconds ``reset_retry`` keeps looking for a Run that is Scheduled or Running. Runs are bound in
+waves and execute for 0.3 s, so at most instants none is: ten tries in a row, a few milliseconds
+in all, found none for a whole epoch under load (the fault type was then never injected)."""
 LOSE_RESPONSE: Final = "lose_response"
 """A ``runs/status`` PATCH the server applies and then answers by closing the connection (a lost
 response): the scheduler cannot tell it from a write that never happened. Not in :data:`FAULTS`:
@@ -314,6 +318,7 @@ class World:
         self.paused: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
         self.created = 0
+        self.stopping = threading.Event()
 
     def rd(self, resource: GroupResource) -> Any:
         rd = self.cluster.registry.storage(resource)
@@ -417,6 +422,7 @@ class World:
         return counts
 
     def monkey(self, stop: threading.Event) -> None:
+        self.stopping = stop
         actions: dict[str, Callable[[], None]] = {
             "conflict_409": lambda: self.arm("conflict_409", self.cluster.faults.conflict("runs", subresource="status", count=(n := self.rng.randint(1, 3))), n),
             "concurrent_writer": self.touch_pending,
@@ -564,10 +570,12 @@ class World:
                 self.faults["cancel"] += 1
 
     def reset_retry(self) -> None:
-        """What runtimed does when a Run's attempt fails and it retries: back to Pending, unassigned."""
+        """What runtimed does when a Run's attempt fails and it retries: back to Pending, unassigned.
+        Looks for a Run to reset for up to :data:`RESET_WINDOW` (a conflict just means "pick again")."""
         wanted = self.rng.randint(1, 3)
-        for _ in range(10):  # the simulator moves Runs on within 0.3 s: a conflict just means "pick again"
-            if self._reset_some(wanted):
+        deadline = time.monotonic() + RESET_WINDOW
+        while not self._reset_some(wanted):
+            if time.monotonic() >= deadline or self.stopping.wait(0.05):
                 return
 
     def _reset_some(self, wanted: int) -> bool:
