@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from kruntimes.devcluster.types import GroupResource, Obj
+from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD
 from kruntimes.pure.model.objects import SchedulerConfig
 from kruntimes.verify import SHARD_GROUP_LABEL, SHARD_NAMESPACE_LABEL, SHARD_ROLE_LABEL, CheckOptions, Report, Violation, check_history
 from kruntimes.verify.checker import pending_violations
@@ -115,7 +116,10 @@ class ChaosSpec:
     1 s, more when rules stack): only a margin (duration - deadline) above that keeps it ahead of a
     takeover, so pause epochs use a wider one than the default 0.5 s."""
     execute_runs: float = 0.3
-    settle_timeout: float = 60.0
+    settle_timeout: float = DEFAULT_AMBIGUOUS_HOLD + 30.0
+    """Seconds the settling waits at most: a bind whose outcome was ambiguous (an injected 5xx, a lost
+    answer) just before the faults ended holds its Run for the scheduler's ambiguous hold (60 s, the
+    API server's request timeout) before a read frees it to be bound again."""
     race_window: float = 3.0
     seed: int = 1
     faults: tuple[str, ...] = FAULTS
