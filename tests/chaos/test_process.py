@@ -55,20 +55,21 @@ BROKEN_INFORMER = """
 import sys
 from kruntimes.effects import informer
 
-handle = informer.Informer._handle
+emit = informer.Informer._emit
 
-def broken(self, event):
-    meta = event.object.get("metadata") if isinstance(event.object, dict) else None
-    if isinstance(meta, dict) and meta.get("name") == "trigger":
-        raise RuntimeError("injected " + "into the watch loop")
-    handle(self, event)
+def broken(self, type_, obj):
+    if obj.name == "trigger":
+        raise RuntimeError("injected " + "into the informer loop")
+    emit(self, type_, obj)
 
-informer.Informer._handle = broken
+informer.Informer._emit = broken
 from kruntimes.cli import main
 sys.exit(main(sys.argv[1:]))
 """
-"""``kruntimes scheduler`` whose Run informer meets a bug in its watch loop itself (outside the
-handling of one object, which would only skip the object) when a Run called ``trigger`` arrives."""
+"""``kruntimes scheduler`` whose Run informer meets a bug in its loop itself (outside the handling
+of one object, which would only skip the object) when a Run called ``trigger`` arrives, by a watch
+event or a list: the Run is created once the scheduler holds its Lease, and its informer may list
+after that (a sharded replica lists a namespace as it takes it)."""
 
 TIMINGS = ("--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
            "--leader-elect-retry-period", "300ms")
