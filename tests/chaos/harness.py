@@ -904,7 +904,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, server: ServerFactory = dev_ser
             ) if part),
             takeovers_during_pauses=len(takeovers),
             in_flight=[str(v) for v in in_flight], binds_by_writer=binds_by_writer,
-            server=cluster.name, refused=fleet.refused_requests(), audit=audit,
+            server=cluster.name, refused=fleet.refused_requests() + cluster.refused(), audit=audit,
         )
 
 

@@ -89,6 +89,9 @@ class ChaosServer(Protocol):
     def audit(self, history: list[Write]) -> list[str]:
         """Where the history and an independent record of the server's commits disagree (empty: nowhere)."""
         ...
+    def refused(self) -> list[str]:
+        """The schedulers' requests the server refused with 401 or 403, as the server answered them."""
+        ...
 
 
 # --- the dev cluster ----------------------------------------------------------------------------
@@ -171,6 +174,9 @@ class DevServer:
 
     def audit(self, history: list[Write]) -> list[str]:
         return []  # the store's own record of every commit
+
+    def refused(self) -> list[str]:
+        return []  # no RBAC
 
 
 @contextmanager
@@ -353,6 +359,11 @@ class RealServer:
 
     def audit(self, history: list[Write]) -> list[str]:
         return self._audit.differences(history)
+
+    def refused(self) -> list[str]:
+        """From the proxy's record of the last exchanges (``faultproxy.HISTORY``): the schedulers'
+        logs are read for the rest."""
+        return [f"{e.method} {e.path}: {e.forwarded_status}" for e in self.scheduler_proxy.history() if e.forwarded_status in (401, 403)]
 
     def close(self) -> None:
         self._stop_simulators()

@@ -123,7 +123,7 @@ def test_a_scheduler_whose_informer_thread_cannot_continue_lets_go_of_its_leases
                 assert _holder(server, member_lease_name(DEFAULT_GROUP, "t")) is None, "the membership Lease is left"
             # the message is not logged (the type and the stack are); from Python 3.13 on, the stack
             # quotes this -c script's source, which spells the message in two halves
-            assert '"thread_name":"informer-runs"' in stderr and "injected into the watch loop" not in stderr
+            assert '"thread_name":"informer-runs"' in stderr and "injected into the informer loop" not in stderr
             assert not refused_lines(stderr), stderr[-3000:]
         finally:
             if proc.poll() is None:
