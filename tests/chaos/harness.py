@@ -1,8 +1,8 @@
-"""The chaos harness: a dev cluster with fault injection, real scheduler processes, then the checker.
+"""The chaos harness: a server with fault injection, real scheduler processes, then the checker.
 
-One *epoch* is: a fresh in-process dev cluster (simulator on, executing Runs so
-capacity churns), ``replicas`` ``kruntimes scheduler`` subprocesses with leader
-election on short leases, a creator thread adding a mix of Runs (plain,
+One *epoch* is: a server (``tests/chaos/servers.py``: a fresh in-process dev cluster, or a real
+kube-apiserver behind fault proxies) whose Runtime simulator executes Runs so capacity churns,
+``replicas`` ``kruntimes scheduler`` subprocesses with leader election on short leases, a creator thread adding a mix of Runs (plain,
 multi-slot, preferred and required (anti-)affinity, unfittable, invalid,
 workspace-bound, in two namespaces), a chaos monkey injecting every fault type
 (see :data:`FAULTS`; :data:`LOSE_RESPONSE` when a spec opts in), and a process
@@ -30,25 +30,22 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
-from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
+from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD
 from kruntimes.pure.model.objects import SchedulerConfig
 from kruntimes.verify import SHARD_GROUP_LABEL, SHARD_NAMESPACE_LABEL, SHARD_ROLE_LABEL, CheckOptions, Report, Violation, check_history
 from kruntimes.verify.checker import pending_violations
 
+from .servers import LEASES, PODS, RUNS, RUNTIMES, WORKSPACES, ChaosServer, dev_server
+
 REPO: Final = Path(__file__).resolve().parents[2]
 KRUNTIMES: Final = REPO / ".venv" / "bin" / "kruntimes"
-RUNS: Final = GroupResource("kruntimes.io", "runs")
-RUNTIMES: Final = GroupResource("kruntimes.io", "runtimes")
-WORKSPACES: Final = GroupResource("kruntimes.io", "persistentworkspaces")
-PODS: Final = GroupResource("", "pods")
-LEASES: Final = GroupResource("coordination.k8s.io", "leases")
 MONKEY: Final = "kruntimes-chaos/monkey"
 CREATOR: Final = "kruntimes-chaos/creator"
 LEASE_NAME: Final = "kruntimes-scheduler"
@@ -78,6 +75,10 @@ FAULTS: Final = (
 MAX_FAULT_RETRIES = 10
 """A fault that found nothing to act on (no Run Scheduled right now) is tried again this often per round:
 on a loaded machine Runs pass through Scheduled and Running quickly, and an epoch must not skip a type."""
+RESET_WINDOW: Final = 3.0
+"""Seconds ``reset_retry`` keeps looking for a Run that is Scheduled or Running. Runs are bound in
+waves and execute for 0.3 s, so at most instants none is: ten tries in a row, a few milliseconds
+in all, found none for a whole epoch under load (the fault type was then never injected)."""
 LOSE_RESPONSE: Final = "lose_response"
 """A ``runs/status`` PATCH the server applies and then answers by closing the connection (a lost
 response): the scheduler cannot tell it from a write that never happened. Not in :data:`FAULTS`:
@@ -115,7 +116,10 @@ class ChaosSpec:
     1 s, more when rules stack): only a margin (duration - deadline) above that keeps it ahead of a
     takeover, so pause epochs use a wider one than the default 0.5 s."""
     execute_runs: float = 0.3
-    settle_timeout: float = 60.0
+    settle_timeout: float = DEFAULT_AMBIGUOUS_HOLD + 30.0
+    """Seconds the settling waits at most: a bind whose outcome was ambiguous (an injected 5xx, a lost
+    answer) just before the faults ended holds its Run for the scheduler's ambiguous hold (60 s, the
+    API server's request timeout) before a read frees it to be bound again."""
     race_window: float = 3.0
     seed: int = 1
     faults: tuple[str, ...] = FAULTS
@@ -144,9 +148,17 @@ class EpochResult:
     (and so passed its gate) before it was stopped: the limit of any client-side gate (docs/reliability.md)."""
     binds_by_writer: Counter[str] = field(default_factory=Counter)
     """Scheduler binds by identity (who did the work)."""
+    server: str = "dev"
+    refused: list[str] = field(default_factory=list)
+    """Scheduler log lines reporting a request the server refused with 401 or 403 (deploy/ RBAC on
+    the real server; none is ever right)."""
+    audit: list[str] = field(default_factory=list)
+    """Where the history disagrees with the server's own record of its commits (the real server's
+    watches): a history the checker cannot be trusted with."""
 
     def summary(self) -> dict[str, Any]:
         return {
+            "server": self.server,
             "runs_created": self.runs_created,
             "phases": dict(self.phases),
             "faults": dict(self.faults),
@@ -159,6 +171,8 @@ class EpochResult:
             "stragglers": self.stragglers[:10],
             "scheduler_exit_codes": self.scheduler_exit_codes,
             "graceful_exit_codes": self.graceful_exit_codes,
+            "refused": self.refused[:5],
+            "audit": self.audit[:10],
             "check": self.report.summary(),
         }
 
@@ -170,14 +184,13 @@ class Fleet:
     """``replicas`` scheduler subprocesses; each (re)start gets a fresh identity ``r<replica>g<generation>``."""
 
     def __init__(self, kubeconfig: Path, logs: Path, replicas: int, workers: int,
-                 lease: tuple[float, float, float] = (2.0, 1.5, 0.3), shard_group: str = "") -> None:
+                 lease: tuple[float, float, float] = (2.0, 1.5, 0.3), shard_group: str = "", lease_namespace: str = "default") -> None:
         self.kubeconfig = kubeconfig
         self.lease = lease
         self.shard_group = shard_group
+        self.lease_namespace = lease_namespace
         self.pauses: list[tuple[str, float, float]] = []
         """(identity, wall time of the SIGSTOP, wall time of the SIGCONT) of every pause."""
-        self.watch_baseline = 0
-        """Watches open before any replica started (the simulator's): not a replica's."""
         self.logs = logs
         self.workers = workers
         self.procs: list[subprocess.Popen[bytes] | None] = [None] * replicas
@@ -196,7 +209,7 @@ class Fleet:
         self._files.append(log)
         argv = [
             str(KRUNTIMES), "scheduler", "--kubeconfig", str(self.kubeconfig), "--workers", str(self.workers),
-            "--leader-elect", "--leader-elect-resource-namespace", "default",
+            "--leader-elect", "--leader-elect-resource-namespace", self.lease_namespace,
             "--leader-elect-lease-duration", f"{round(self.lease[0] * 1000)}ms",
             "--leader-elect-renew-deadline", f"{round(self.lease[1] * 1000)}ms",
             "--leader-elect-retry-period", f"{round(self.lease[2] * 1000)}ms", "--leader-elect-identity", identity,
@@ -220,22 +233,22 @@ class Fleet:
                 return replica
         return None
 
-    def pause(self, replica: int, seconds: float, stop: threading.Event, cluster: DevCluster) -> bool:
+    def pause(self, replica: int, seconds: float, stop: threading.Event, server: ChaosServer) -> bool:
         """SIGSTOP ``replica`` for ``seconds``, then SIGCONT; ``True`` when the Lease changed hands meanwhile
         (sharded mode: when another replica took one of the namespaces the paused one held)."""
         proc = self.procs[replica]
         if proc is None:
             return False
         identity = self.identities[replica]
-        held = [ns for ns, holder in shard_holders(cluster, self.shard_group).items() if holder == identity] if self.shard_group else []
+        held = [ns for ns, holder in shard_holders(server, self.shard_group).items() if holder == identity] if self.shard_group else []
         proc.send_signal(signal.SIGSTOP)
         stopped = time.time()
         try:
             stop.wait(seconds)
             if self.shard_group:
-                now = shard_holders(cluster, self.shard_group)
+                now = shard_holders(server, self.shard_group)
                 return any(now.get(ns, "") not in ("", identity) for ns in held)
-            return lease_holder(cluster) not in ("", identity)
+            return lease_holder(server) not in ("", identity)
         finally:
             proc.send_signal(signal.SIGCONT)  # always: a stopped process would not even receive SIGTERM
             self.pauses.append((identity, stopped, time.time()))
@@ -275,38 +288,42 @@ class Fleet:
         for log in self._files:
             log.close()
 
+    def refused_requests(self) -> list[str]:
+        """Log lines of every replica that report a request the server refused with 401 or 403."""
+        return [line for path in sorted(self.logs.glob("scheduler-*.log")) for line in refused_lines(path.read_text(errors="replace"))]
 
-def lease_holder(cluster: DevCluster) -> str:
-    obj = cluster.store.read(LEASES, _key("default", LEASE_NAME))
+
+def refused_lines(log: str) -> list[str]:
+    """A scheduler log's lines that report a request the server refused with 401 or 403 (read as
+    ``tests/realserver/support.py``'s ``SchedulerProcess.refused_requests`` reads them)."""
+    return [line for line in log.splitlines() if "HTTP 403" in line or "HTTP 401" in line or "forbidden" in line.lower()]
+
+
+def lease_holder(server: ChaosServer) -> str:
+    obj = next((o for o in server.objects(LEASES, server.lease_namespace, fresh=True) if o["metadata"]["name"] == LEASE_NAME), None)
     if obj is None:
         return ""
     return str((obj.get("spec") or {}).get("holderIdentity") or "")
 
 
-def shard_holders(cluster: DevCluster, group: str) -> dict[str, str]:
+def shard_holders(server: ChaosServer, group: str) -> dict[str, str]:
     """Sharded mode: namespace -> holder of its assignment Lease ("" when released)."""
     holders: dict[str, str] = {}
-    for obj in cluster.store.list_objects(LEASES, "default")[0]:
+    for obj in server.objects(LEASES, server.lease_namespace, fresh=True):
         labels = obj["metadata"].get("labels") or {}
         if labels.get(SHARD_GROUP_LABEL) == group and labels.get(SHARD_ROLE_LABEL) == "assignment":
             holders[str(labels.get(SHARD_NAMESPACE_LABEL, ""))] = str((obj.get("spec") or {}).get("holderIdentity") or "")
     return holders
 
 
-def _key(namespace: str, name: str) -> Any:
-    from kruntimes.devcluster.types import ObjectKey
-
-    return ObjectKey(namespace, name)
-
-
 # --- the world ------------------------------------------------------------------------------
 
 
 class World:
-    """Writes into the dev cluster in-process (as the chaos monkey or the Run creator) and counts faults."""
+    """Writes into the server (as the chaos monkey or the Run creator) and counts faults."""
 
-    def __init__(self, cluster: DevCluster, spec: ChaosSpec, rng: random.Random) -> None:
-        self.cluster = cluster
+    def __init__(self, server: ChaosServer, spec: ChaosSpec, rng: random.Random) -> None:
+        self.server = server
         self.spec = spec
         self.rng = rng
         self.faults: Counter[str] = Counter()
@@ -314,38 +331,29 @@ class World:
         self.paused: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
         self.created = 0
-
-    def rd(self, resource: GroupResource) -> Any:
-        rd = self.cluster.registry.storage(resource)
-        assert rd is not None, resource
-        return rd
+        self.touches = 0
+        self.stopping = threading.Event()
+        self.missing_only = threading.Event()
+        """Set: the monkey's rounds hold only the fault types that have not happened yet."""
 
     def objects(self, resource: GroupResource, namespace: str | None = None) -> list[Obj]:
-        return self.cluster.store.list_objects(resource, namespace)[0]
-
-    def write(self, action: Callable[[], object]) -> bool:
-        try:
-            action()
-            return True
-        except ApiError:
-            return False
+        return self.server.objects(resource, namespace)
 
     # --- setup ---
 
     def setup(self) -> None:
         for namespace in self.spec.namespaces:
-            self.cluster.service.ensure_namespace(namespace)
+            self.server.ensure_namespace(namespace)
             for runtime in self.spec.runtimes:
-                self.cluster.add_runtime(runtime, replicas=self.spec.pods_per_runtime, capacity={"runs": str(self.spec.capacity)}, namespace=namespace)
+                self.server.add_runtime(runtime, namespace, self.spec.pods_per_runtime, {"runs": str(self.spec.capacity)})
             # one workspace bound to a pod (placement), one Lost (the Run waits with the workspace message)
             for name, phase in (("ws-bound", "Bound"), ("ws-lost", "Lost")):
-                ws = self.cluster.service.create(
-                    self.rd(WORKSPACES), namespace,
-                    {"metadata": {"name": name}, "spec": {"runtime": self.spec.runtimes[0], "mode": "RuntimePodLocal"}},
-                    WriteContext("create", user_agent=CREATOR),
-                )
+                body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "PersistentWorkspace", "metadata": {"name": name},
+                        "spec": {"runtime": self.spec.runtimes[0], "mode": "RuntimePodLocal"}}
+                ws = self.server.create(WORKSPACES, namespace, body, CREATOR)
+                assert ws is not None, f"workspace {namespace}/{name} refused"
                 status = {"phase": phase, "boundPod": f"{self.spec.runtimes[0]}-0" if phase == "Bound" else ""}
-                self.cluster.service.update(self.rd(WORKSPACES), namespace, name, {**ws, "status": status}, WriteContext("update", "status", CREATOR))
+                assert self.server.update(WORKSPACES, namespace, name, {**ws, "status": status}, CREATOR, "status") is not None
 
     # --- Runs ---
 
@@ -384,7 +392,7 @@ class World:
         """One more Run (``run-<index>``), plain, in the namespace the creator would use."""
         namespace = self.spec.namespaces[index % len(self.spec.namespaces)]
         body = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "Run", "metadata": {"name": f"run-{index}"}, "spec": {"runtime": self.spec.runtimes[0], "mode": {"task": {}}}}
-        if self.write(lambda: self.cluster.service.create(self.rd(RUNS), namespace, body, WriteContext("create", user_agent=CREATOR))):
+        if self.server.create(RUNS, namespace, body, CREATOR) is not None:
             with self.lock:
                 self.created += 1
 
@@ -397,7 +405,7 @@ class World:
                 namespace = self.spec.namespaces[index % len(self.spec.namespaces)]
                 body = self.run_body(index)
                 index += 1
-                if self.write(lambda: self.cluster.service.create(self.rd(RUNS), namespace, body, WriteContext("create", user_agent=CREATOR))):
+                if self.server.create(RUNS, namespace, body, CREATOR) is not None:
                     with self.lock:
                         self.created += 1
             stop.wait(max(0.0, batch / self.spec.create_rate - (time.monotonic() - started)))
@@ -410,15 +418,16 @@ class World:
     def fired(self) -> Counter[str]:
         """Injected faults by type: monkey writes as counted, API faults as actually fired."""
         counts = Counter(self.faults)
-        live = {rule.id: rule for rule in self.cluster.faults.rules()}
+        live = {rule.id: rule for rule in self.server.faults.rules()}
         for rule_id, (kind, count) in self.armed.items():
             rule = live.get(rule_id)
             counts[kind] += rule.fired if rule is not None else count
         return counts
 
     def monkey(self, stop: threading.Event) -> None:
+        self.stopping = stop
         actions: dict[str, Callable[[], None]] = {
-            "conflict_409": lambda: self.arm("conflict_409", self.cluster.faults.conflict("runs", subresource="status", count=(n := self.rng.randint(1, 3))), n),
+            "conflict_409": lambda: self.arm("conflict_409", self.server.faults.conflict("runs", subresource="status", count=(n := self.rng.randint(1, 3))), n),
             "concurrent_writer": self.touch_pending,
             "drop_watches": self.drop_watches,
             "gone_410": self.gone,
@@ -439,15 +448,15 @@ class World:
         while not stop.wait(self.spec.fault_interval):
             self.resume_due()
             if not order:  # every type once per round, in a fresh random order
-                order = list(self.spec.faults)
+                fired = self.fired() if self.missing_only.is_set() else None
+                order = [kind for kind in self.spec.faults if fired is None or fired[kind] == 0]
                 self.rng.shuffle(order)
                 retries = {}
+                if not order:
+                    continue
             name = order.pop()
             before = sum(self.faults.values())
-            try:
-                actions[name]()
-            except ApiError:
-                pass
+            actions[name]()
             if sum(self.faults.values()) == before and retries.get(name, 0) < MAX_FAULT_RETRIES:
                 # Some faults need a moment to exist (a Run that is Scheduled right now, a pod to
                 # delete): one that found nothing to act on is tried again later in the same round
@@ -460,25 +469,25 @@ class World:
         resource = self.rng.choice(("runs", "pods", "leases", None))
         count = self.rng.randint(1, 3)
         kind = {500: "error_500", 503: "error_503", 429: "throttle_429"}[code]
-        rule = self.cluster.faults.error(code, resource, verbs=verbs, count=count, retry_after=1 if code == 429 else None)
+        rule = self.server.faults.error(code, resource, verbs=verbs, count=count, retry_after=1 if code == 429 else None)
         self.arm(kind, rule, count)
 
     def lose_response(self) -> None:
         count = self.rng.randint(1, 3)
-        rule = self.cluster.faults.lose_response("runs", subresource="status", verbs=("patch",), count=count)
+        rule = self.server.faults.lose_response("runs", subresource="status", verbs=("patch",), count=count)
         self.arm(LOSE_RESPONSE, rule, count)
 
     def latency(self) -> None:
         count = self.rng.randint(2, 6)
-        self.arm("latency", self.cluster.faults.latency(self.rng.uniform(0.2, 1.0), self.rng.choice(("runs", "pods", None)), count=count), count)
+        self.arm("latency", self.server.faults.latency(self.rng.uniform(0.2, 1.0), self.rng.choice(("runs", "pods", None)), count=count), count)
 
     def drop_watches(self) -> None:
-        self.faults["drop_watches"] += self.cluster.faults.drop_watches(self.rng.choice(("runs", "pods", None)), abort=self.rng.random() < 0.5)
+        self.faults["drop_watches"] += self.server.faults.drop_watches(self.rng.choice(("runs", "pods", None)), abort=self.rng.random() < 0.5)
 
     def gone(self) -> None:
         count = self.rng.randint(1, 3)
-        self.arm("gone_410", self.cluster.faults.expire_next_watch(self.rng.choice(("runs", "pods", None)), count=count), count)
-        self.cluster.faults.drop_watches()
+        self.arm("gone_410", self.server.faults.expire_next_watch(self.rng.choice(("runs", "pods", None)), count=count), count)
+        self.server.faults.drop_watches()
 
     def pick(self, resource: GroupResource, predicate: Callable[[Obj], bool], k: int = 1) -> list[Obj]:
         namespace = self.rng.choice(self.spec.namespaces)
@@ -488,30 +497,28 @@ class World:
         return self.rng.sample(found, min(k, len(found)))
 
     def touch_pending(self) -> None:
-        """A concurrent writer: bump Pending Runs' resourceVersion (a label) so an in-flight bind meets a real 409."""
+        """A concurrent writer: bump Pending Runs' resourceVersion (a label) so an in-flight bind meets a real 409.
+        Each touch writes a value of its own: a write that changes nothing commits nothing on a real server."""
         for run in self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase", "") in ("", "Pending"), k=self.rng.randint(1, 5)):
             meta = run["metadata"]
-            patch = {"metadata": {"labels": {"touched": str(self.rng.randint(0, 9))}}}
-            if self.write(lambda: self.cluster.service.patch(self.rd(RUNS), meta["namespace"], meta["name"], "application/merge-patch+json", patch, WriteContext("patch", user_agent=MONKEY))):
+            self.touches += 1
+            patch = {"metadata": {"labels": {"touched": str(self.touches)}}}
+            if self.server.merge_patch(RUNS, meta["namespace"], meta["name"], patch, MONKEY) is not None:
                 self.faults["concurrent_writer"] += 1
 
     def stop_heartbeat(self) -> None:
-        simulator = self.cluster.simulator
-        assert simulator is not None
         for pod in self.pick(PODS, lambda o: True):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
             if key not in self.paused:
-                simulator.pause_heartbeat(*key)
+                self.server.pause_heartbeat(*key)
                 self.paused[key] = time.monotonic() + self.rng.uniform(STALE_AFTER + 1, STALE_AFTER + 5)
                 self.faults["heartbeat_stop"] += 1
 
     def resume_due(self, *, everything: bool = False) -> None:
-        simulator = self.cluster.simulator
-        assert simulator is not None
         now = time.monotonic()
         for key, due in list(self.paused.items()):
             if everything or now >= due:
-                simulator.resume_heartbeat(*key)
+                self.server.resume_heartbeat(*key)
                 del self.paused[key]
 
     def unready(self) -> None:
@@ -522,7 +529,7 @@ class World:
                 {**c, "status": "False"} if c.get("type") == "Ready" else c for c in status.get("conditions") or []
             ]
             meta = pod["metadata"]
-            if self.write(lambda: self.cluster.service.update(self.rd(PODS), meta["namespace"], meta["name"], {**pod, "status": status}, WriteContext("update", "status", MONKEY))):
+            if self.server.update(PODS, meta["namespace"], meta["name"], {**pod, "status": status}, MONKEY, "status") is not None:
                 self.faults["pod_unready"] += 1
 
     def change_capacity(self) -> None:
@@ -530,21 +537,21 @@ class World:
             body = copy.deepcopy(runtime)
             body["spec"]["capacity"] = {"resources": {"runs": str(self.rng.randint(1, self.spec.capacity + 2))}}
             meta = runtime["metadata"]
-            if self.write(lambda: self.cluster.service.update(self.rd(RUNTIMES), meta["namespace"], meta["name"], body, WriteContext("update", user_agent=MONKEY))):
+            if self.server.update(RUNTIMES, meta["namespace"], meta["name"], body, MONKEY) is not None:
                 self.faults["capacity_change"] += 1
 
     def restore_capacity(self) -> None:
-        for runtime in self.objects(RUNTIMES):
+        for runtime in self.server.objects(RUNTIMES, fresh=True):
             body = copy.deepcopy(runtime)
             body["spec"]["capacity"] = {"resources": {"runs": str(self.spec.capacity)}}
             meta = runtime["metadata"]
-            self.write(lambda: self.cluster.service.update(self.rd(RUNTIMES), meta["namespace"], meta["name"], body, WriteContext("update", user_agent=MONKEY)))
+            self.server.update(RUNTIMES, meta["namespace"], meta["name"], body, MONKEY)
 
     def capacity_restored(self) -> bool:
         """Whether every Runtime Pod carries its Runtime's restored capacity: the simulator copies a
         Runtime's capacity to its pods' annotations on its own thread, after the Runtime's write."""
         wanted = {"kruntimes.io/capacity.runs": str(self.spec.capacity)}
-        for pod in self.objects(PODS):
+        for pod in self.server.objects(PODS, fresh=True):
             annotations = pod["metadata"].get("annotations") or {}
             if any(annotations.get(key) != value for key, value in wanted.items()):
                 return False
@@ -553,21 +560,23 @@ class World:
     def delete_pod(self) -> None:
         for pod in self.pick(PODS, lambda o: True):
             meta = pod["metadata"]
-            if self.write(lambda: self.cluster.service.delete(self.rd(PODS), meta["namespace"], meta["name"], WriteContext("delete", user_agent=MONKEY))):
+            if self.server.delete(PODS, meta["namespace"], meta["name"], MONKEY) is not None:
                 self.faults["pod_delete"] += 1
 
     def cancel(self) -> None:
         for run in self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase", "") in ("", "Pending", "Scheduled", "Running")):
             meta = run["metadata"]
             patch = {"spec": {"cancelRequested": True}}
-            if self.write(lambda: self.cluster.service.patch(self.rd(RUNS), meta["namespace"], meta["name"], "application/merge-patch+json", patch, WriteContext("patch", user_agent=MONKEY))):
+            if self.server.merge_patch(RUNS, meta["namespace"], meta["name"], patch, MONKEY) is not None:
                 self.faults["cancel"] += 1
 
     def reset_retry(self) -> None:
-        """What runtimed does when a Run's attempt fails and it retries: back to Pending, unassigned."""
+        """What runtimed does when a Run's attempt fails and it retries: back to Pending, unassigned.
+        Looks for a Run to reset for up to :data:`RESET_WINDOW` (a conflict just means "pick again")."""
         wanted = self.rng.randint(1, 3)
-        for _ in range(10):  # the simulator moves Runs on within 0.3 s: a conflict just means "pick again"
-            if self._reset_some(wanted):
+        deadline = time.monotonic() + RESET_WINDOW
+        while not self._reset_some(wanted):
+            if time.monotonic() >= deadline or self.stopping.wait(0.05):
                 return
 
     def _reset_some(self, wanted: int) -> bool:
@@ -582,7 +591,7 @@ class World:
             status.pop("assignedPodUID", None)
             status.pop("message", None)
             meta = run["metadata"]
-            if self.write(lambda: self.cluster.service.update(self.rd(RUNS), meta["namespace"], meta["name"], {**run, "status": status}, WriteContext("update", "status", MONKEY))):
+            if self.server.update(RUNS, meta["namespace"], meta["name"], {**run, "status": status}, MONKEY, "status") is not None:
                 self.faults["reset_retry"] += 1
                 done = True
         return done
@@ -591,22 +600,22 @@ class World:
 # --- one epoch --------------------------------------------------------------------------------
 
 
-def _standbys_watching(cluster: DevCluster, fleet: Fleet, stop: threading.Event, timeout: float = 20.0) -> None:
+def _standbys_watching(server: ChaosServer, fleet: Fleet, stop: threading.Event, timeout: float = 20.0) -> None:
     """Wait (a while at most) until every live replica has its three watches open: a standby that is
     still listing its caches does not campaign, and a pause then would outlive the lease unnoticed."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         live = sum(1 for proc in fleet.procs if proc is not None)
-        if cluster.store.subscription_count >= fleet.watch_baseline + 3 * live or stop.wait(0.2):
+        if server.scheduler_watches() >= 3 * live or stop.wait(0.2):
             return
 
 
-def _shards_owned(cluster: DevCluster, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, timeout: float = 20.0) -> None:
+def _shards_owned(server: ChaosServer, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, timeout: float = 20.0) -> None:
     """Sharded mode: wait (a while at most) until a live replica holds every namespace of the spec, so
     that a pause stops a replica that has work, and the others are there to take it over."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        holders = shard_holders(cluster, spec.shard_group)
+        holders = shard_holders(server, spec.shard_group)
         if all(fleet.replica_of(holders.get(ns, "")) is not None for ns in spec.namespaces) or stop.wait(0.2):
             return
 
@@ -624,28 +633,31 @@ def _killer(world: World, fleet: Fleet, spec: ChaosSpec, stop: threading.Event, 
         if stop.wait(world.rng.uniform(0.5 * gap, 1.5 * gap)):
             return
         if action == "replica_sigstop":
-            _shards_owned(world.cluster, fleet, spec, stop)
+            _shards_owned(world.server, fleet, spec, stop)
             live = [replica for replica, proc in enumerate(fleet.procs) if proc is not None]
-            if fleet.pause(world.rng.choice(live), world.rng.uniform(*spec.pause_seconds), stop, world.cluster):
+            # a replica that holds a namespace with Runs: a pause of one holding none has nothing to take over
+            holders = shard_holders(world.server, spec.shard_group)
+            working = [replica for replica in live if fleet.identities[replica] in {holders.get(ns) for ns in spec.namespaces}]
+            if fleet.pause(world.rng.choice(working or live), world.rng.uniform(*spec.pause_seconds), stop, world.server):
                 takeovers.append(1)
             kills[action] += 1
             continue
         if action == "leader_sigstop":
-            _standbys_watching(world.cluster, fleet, stop)
-            replica = fleet.replica_of(lease_holder(world.cluster))
+            _standbys_watching(world.server, fleet, stop)
+            replica = fleet.replica_of(lease_holder(world.server))
             if replica is None:  # no leader yet (still starting on a loaded machine): pause the next one
                 wait_until = time.monotonic() + 20.0
                 while replica is None and time.monotonic() < wait_until and not stop.wait(0.1):
-                    replica = fleet.replica_of(lease_holder(world.cluster))
+                    replica = fleet.replica_of(lease_holder(world.server))
             if replica is None:
                 kills["leader_sigstop_skipped"] += 1
                 continue
-            if fleet.pause(replica, world.rng.uniform(*spec.pause_seconds), stop, world.cluster):
+            if fleet.pause(replica, world.rng.uniform(*spec.pause_seconds), stop, world.server):
                 takeovers.append(replica)
             kills[action] += 1
             continue
         if action == "leader_sigkill":
-            holder = lease_holder(world.cluster)
+            holder = lease_holder(world.server)
             replica = fleet.replica_of(holder)
             if replica is None:
                 replica = world.rng.randrange(len(fleet.procs))
@@ -700,19 +712,19 @@ def in_flight_at_pause(history: list[Any], report: Report, pauses: list[tuple[st
     return found
 
 
-def settled(cluster: DevCluster, config: SchedulerConfig) -> list[str]:
+def settled(server: ChaosServer, config: SchedulerConfig) -> list[str]:
     """What still keeps the cluster from being settled: Runs executing, or Pending Runs the checker would flag."""
-    runs = cluster.store.list_objects(RUNS)[0]
+    runs = server.objects(RUNS, fresh=True)
     busy = [f"{r['metadata']['namespace']}/{r['metadata']['name']}: {r['status']['phase']}" for r in runs if (r.get("status") or {}).get("phase") in ("Scheduled", "Running", "Ready")]
     if busy:
         return busy
-    return [str(v) for v in _flagged_pending(cluster, config, runs)]
+    return [str(v) for v in _flagged_pending(server, config, runs)]
 
 
-def _flagged_pending(cluster: DevCluster, config: SchedulerConfig, runs: list[Obj]) -> list[Violation]:
+def _flagged_pending(server: ChaosServer, config: SchedulerConfig, runs: list[Obj]) -> list[Violation]:
     """The checker's ``final_state`` violations of the Pending Runs among ``runs``, against the pods and workspaces now."""
-    pods = cluster.store.list_objects(PODS)[0]
-    workspaces = cluster.store.list_objects(WORKSPACES)[0]
+    pods = server.objects(PODS, fresh=True)
+    workspaces = server.objects(WORKSPACES, fresh=True)
     return pending_violations(runs, pods, workspaces, datetime.now(timezone.utc), config)
 
 
@@ -756,12 +768,12 @@ def diagnose(history: list[Any], report: Report, *, seconds: float = 6.0, limit:
     return "\n".join(lines)
 
 
-def diagnose_stragglers(history: list[Any], cluster: DevCluster, config: SchedulerConfig, *, limit: int = 3) -> str:
+def diagnose_stragglers(history: list[Any], server: ChaosServer, config: SchedulerConfig, *, limit: int = 3) -> str:
     """Why the cluster did not settle: for the first few Pending Runs the checker flags, the Run
     as it stands (spec and status) and every committed write of it, with the writer, so a lost
     wakeup, a stale message and a write that never came can be told apart."""
-    runs = cluster.store.list_objects(RUNS)[0]
-    flagged = _flagged_pending(cluster, config, runs)
+    runs = server.objects(RUNS, fresh=True)
+    flagged = _flagged_pending(server, config, runs)
     if not flagged:
         return ""
     start = history[0].time if history else 0.0
@@ -783,21 +795,38 @@ def diagnose_stragglers(history: list[Any], cluster: DevCluster, config: Schedul
     return "\n".join(lines)
 
 
-def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = lambda _m: None) -> EpochResult:
-    """Run one chaos epoch in ``workdir`` (scheduler logs go there) and check its history."""
+class ServerFactory(Protocol):
+    """Opens the server of one epoch (``tests/chaos/servers.py``: ``dev_server``, or ``real_server`` on a plane)."""
+
+    def __call__(self, seed: int, execute_runs: float, *, workdir: Path, sharded: bool) -> AbstractContextManager[ChaosServer]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The server a chaos test runs on (the ``chaos_server`` fixture)."""
+
+    name: str
+    server: ServerFactory
+
+    def size(self, dev: int, real: int) -> int:
+        """An epoch's size on this server: a real server's epochs are shorter (it answers more slowly)."""
+        return dev if self.name == "dev" else real
+
+
+def run_epoch(spec: ChaosSpec, workdir: Path, *, server: ServerFactory = dev_server,
+              log: Callable[[str], None] = lambda _m: None) -> EpochResult:
+    """Run one chaos epoch in ``workdir`` (scheduler logs go there) on ``server`` and check its history."""
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     rng = random.Random(spec.seed)
     config = SchedulerConfig(heartbeat_stale_after=timedelta(seconds=STALE_AFTER))
     kills: Counter[str] = Counter()
-    with DevCluster.start(
-        simulator=SimulatorSettings(heartbeat_interval=1.0, execute_runs=spec.execute_runs),
-        auto_create_namespaces=True, fault_seed=spec.seed, bookmark_interval=5.0, event_window=50_000,
-    ) as cluster:
+    with server(spec.seed, spec.execute_runs, workdir=workdir, sharded=bool(spec.shard_group)) as cluster:
         world = World(cluster, spec, rng)
         world.setup()
-        fleet = Fleet(cluster.kubeconfig_path(workdir), workdir, spec.replicas, spec.workers, spec.lease, spec.shard_group)
-        fleet.watch_baseline = cluster.store.subscription_count
+        log(f"set up in {time.monotonic() - started:.0f}s")
+        fleet = Fleet(cluster.scheduler_kubeconfig(workdir), workdir, spec.replicas, spec.workers, spec.lease, spec.shard_group,
+                      cluster.lease_namespace)
         fleet.start_all()
         stop = threading.Event()
         creator = threading.Thread(target=world.create_runs, args=(spec.runs, stop), name="creator", daemon=True)
@@ -808,10 +837,16 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
         for thread in (creator, monkey, killer):
             thread.start()
         creator.join()
+        log(f"created {world.created} runs at {time.monotonic() - started:.0f}s")
         killer.join()
+        log(f"kills done at {time.monotonic() - started:.0f}s: {dict(kills)}")
         # keep injecting (30 s at most) until every fault type has actually happened at least once; a
         # trickle of new Runs keeps some Scheduled or Running for the faults that act on those (on a
-        # loaded machine the burst may have finished before the monkey got to them)
+        # loaded machine the burst may have finished before the monkey got to them). Only the types
+        # still missing: the rules that fail lists wait for the schedulers' next list however late
+        # their back-off makes it, so more of them would keep a replica from syncing its caches (and
+        # from binding anything a missing fault could act on) for the whole phase.
+        world.missing_only.set()
         extra = time.monotonic() + 30.0
         index = spec.runs
         while time.monotonic() < extra and any(world.fired()[kind] == 0 for kind in spec.faults):
@@ -821,7 +856,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             time.sleep(0.2)
         stop.set()
         monkey.join()
-        log(f"created {world.created} runs in {time.monotonic() - started:.0f}s; settling")
+        log(f"created {world.created} runs in {time.monotonic() - started:.0f}s; settling; faults {dict(world.fired())}")
         # the faults end; the world heals; the schedulers must converge
         cluster.faults.clear()
         world.resume_due(everything=True)
@@ -836,21 +871,27 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
                 fleet.start(replica)
         deadline = time.monotonic() + spec.settle_timeout
         remaining = settled(cluster, config)
+        reported = time.monotonic()
         while remaining and time.monotonic() < deadline:
             time.sleep(1.0)
             remaining = settled(cluster, config)
+            if remaining and time.monotonic() - reported > 10:
+                reported = time.monotonic()
+                log(f"not settled: {remaining[:3]}")
         fired = world.fired()
         final_now = datetime.now(timezone.utc)
+        log(f"settled={not remaining} at {time.monotonic() - started:.0f}s")
         fleet.stop_all()
         history = cluster.history()
+        audit = cluster.audit(history)
         report = check_history(history, CheckOptions(race_window=spec.race_window, final_now=final_now, config=config))
         in_flight = in_flight_at_pause(history, report, fleet.pauses)
         if in_flight:  # judged by everything else; those few are the documented limit of the gate
             report = dataclasses.replace(report, violations=tuple(v for v in report.violations if v not in in_flight))
-        phases = Counter(str((r.get("status") or {}).get("phase") or "Pending") for r in cluster.store.list_objects(RUNS)[0])
+        phases = Counter(str((r.get("status") or {}).get("phase") or "Pending") for r in cluster.objects(RUNS, fresh=True))
         binds_by_writer = Counter(
             w.user_agent.partition("/")[2] for w in history
-            if w.resource == RUNS and w.subresource == "status" and w.user_agent.startswith("kruntimes-scheduler/")
+            if (w.resource.group, w.resource.plural) == RUNS and w.subresource == "status" and w.user_agent.startswith("kruntimes-scheduler/")
             and (w.object.get("status") or {}).get("phase") == "Scheduled"
         )
         return EpochResult(
@@ -863,6 +904,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, log: Callable[[str], None] = la
             ) if part),
             takeovers_during_pauses=len(takeovers),
             in_flight=[str(v) for v in in_flight], binds_by_writer=binds_by_writer,
+            server=cluster.name, refused=fleet.refused_requests() + cluster.refused(), audit=audit,
         )
 
 

@@ -17,6 +17,12 @@ probabilities and verdicts) decides what happens to it on the way:
   stream is cut, and the client's stream gets its terminating chunk (or, with ``abort``, its
   connection is cut too).
 
+With ``record_writes``, the proxy also keeps every write the server accepted (2xx) with the object
+it answered, whatever the client got (a lost answer, a client gone meanwhile): the answer is read
+whole before anything is passed on. :meth:`FaultProxy.writes` returns them; the answered object's
+``resourceVersion`` places the write in the server's commit order, the User-Agent names the writer
+(``tests/chaos/recorded.py`` makes a write history of them).
+
 The proxy adds no credential: the client's ``Authorization`` header goes through untouched, so the
 API server authenticates and authorizes the client itself (a ServiceAccount under deploy/ RBAC).
 
@@ -33,15 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gzip
 import http
 import json
 import logging
 import ssl
 import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Literal, final
+from typing import TYPE_CHECKING, Any, Final, Literal, final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from kruntimes.devcluster import errors
@@ -88,6 +97,26 @@ class Exchange:
     """What kube-apiserver answered; 0 when the request was not forwarded or got no answer."""
     answered_status: int
     """What the client was answered; 0 when its connection was closed unanswered."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RecordedWrite:
+    """A write kube-apiserver accepted (2xx), as ``FaultProxy(record_writes=True)`` keeps it."""
+
+    sent: int
+    """``time.monotonic_ns()`` when the proxy passed the request on to the server."""
+    time: float
+    """Wall-clock time when the server's answer arrived (just after the write committed)."""
+    method: str
+    info: RequestInfo
+    status: int
+    """What the server answered."""
+    answered: int
+    """What the client got: ``status``, an injected error's code, or 0 (closed unanswered)."""
+    object: Mapping[str, Any] | None
+    """The object the server answered (for a delete: the object at its deletion's version);
+    ``None`` when the answer was not a JSON object."""
 
 
 @dataclass(slots=True)
@@ -275,6 +304,50 @@ async def _relay_body(source: asyncio.StreamReader, sink: asyncio.StreamWriter |
             await sink.drain()
 
 
+async def _read_body(source: asyncio.StreamReader, framing: Framing, length: int) -> tuple[bytes, bytes]:
+    """A whole answer body: (the bytes as framed, to pass on; the payload, chunks joined)."""
+    if framing == "none":
+        return b"", b""
+    if framing == "length":
+        data = await source.readexactly(length)
+        return data, data
+    if framing == "eof":
+        data = await source.read()
+        return data, data
+    raw: list[bytes] = []
+    payload: list[bytes] = []
+    while True:
+        size_line = await source.readline()
+        if not size_line.endswith(b"\n"):
+            raise _Malformed("the server's answer ended inside a chunk size")
+        raw.append(size_line)
+        try:
+            size = int(size_line.split(b";")[0].strip(), 16)
+        except ValueError:
+            raise _Malformed("a malformed chunk size from the server") from None
+        if size == 0:
+            while True:
+                trailer = await source.readline()
+                if not trailer.endswith(b"\n"):
+                    raise _Malformed("the server's answer ended inside its trailer")
+                raw.append(trailer)
+                if trailer in (b"\r\n", b"\n"):
+                    return b"".join(raw), b"".join(payload)
+        data = await source.readexactly(size + 2)
+        raw.append(data)
+        payload.append(data[:-2])
+
+
+def _answered_object(headers: list[tuple[str, str]], payload: bytes) -> Mapping[str, Any] | None:
+    try:
+        if _header(headers, "content-encoding").lower() == "gzip":
+            payload = gzip.decompress(payload)
+        parsed = json.loads(payload)
+    except (ValueError, OSError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def _status_head(code: int, headers: list[tuple[str, str]]) -> bytes:
     try:
         phrase = http.HTTPStatus(code).phrase
@@ -328,7 +401,8 @@ async def _finish(writer: asyncio.StreamWriter) -> None:
 class FaultProxy:
     """A TLS reverse proxy on loopback in front of one kube-apiserver, applying :attr:`faults` to what passes."""
 
-    def __init__(self, upstream: str, ca_pem: bytes, certificate: Path, key: Path, *, seed: int | None = None) -> None:
+    def __init__(self, upstream: str, ca_pem: bytes, certificate: Path, key: Path, *, seed: int | None = None,
+                 record_writes: bool = False) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "https" or parts.hostname is None or parts.port is None:
             raise ValueError(f"the upstream must be https://HOST:PORT, not {upstream!r}")
@@ -353,15 +427,18 @@ class FaultProxy:
         """``_watches`` changes on the loop's thread and is counted from a test's."""
         self._history: collections.deque[Exchange] = collections.deque(maxlen=HISTORY)
         self._history_lock = threading.Lock()
+        self._record_writes = record_writes
+        self._writes: list[RecordedWrite] = []
+        """Appended on the loop's thread, copied under ``_history_lock`` from a test's."""
         self.failures: list[str] = []
         """What went wrong in the proxy itself (a bug, not a client or server going away); a test
         fixture asserts it stays empty."""
 
     @classmethod
-    def before(cls, plane: ControlPlane, *, seed: int | None = None) -> FaultProxy:
+    def before(cls, plane: ControlPlane, *, seed: int | None = None, record_writes: bool = False) -> FaultProxy:
         """A proxy for ``plane``, serving the certificate its CA signed for one."""
         certificate, key = plane.proxy_credentials
-        return cls(plane.server, plane.ca_pem, certificate, key, seed=seed)
+        return cls(plane.server, plane.ca_pem, certificate, key, seed=seed, record_writes=record_writes)
 
     # -- what a test uses ----------------------------------------------------------------------------
 
@@ -380,6 +457,11 @@ class FaultProxy:
         """The requests received so far (the last :data:`HISTORY`), oldest first."""
         with self._history_lock:
             return list(self._history)
+
+    def writes(self) -> list[RecordedWrite]:
+        """Every write the server accepted so far (``record_writes``), in the order the answers arrived."""
+        with self._history_lock:
+            return list(self._writes)
 
     def open_watches(self, resource: str | None = None) -> int:
         """Watch streams being relayed now (of ``resource``: ``plural`` or ``plural.group``)."""
@@ -583,6 +665,7 @@ class FaultProxy:
             await self._answer(link, _status_answer(unreachable))
             self._record(request, info, 0, 503)
             return keep
+        sent = time.monotonic_ns()
         up_writer.write(request.head_for_upstream() + request.body)
         await up_writer.drain()
         head = await _read_head(up_reader)
@@ -591,12 +674,23 @@ class FaultProxy:
         if head is None:  # the server closed without answering: so does the proxy
             self._record(request, info, 0, 0)
             return False
+        arrived = time.time()
         start, headers = head
         status = _status_of(start)
         framing, length = _framing(request.method, status, headers)
         keep = keep and framing != "eof" and "close" not in _tokens(_header(headers, "connection"))
-        if lost is not None and 200 <= status < 300:
-            await _relay_body(up_reader, None, framing, length)
+        lost_answer = lost is not None and 200 <= status < 300
+        body: bytes | None = None
+        if self._record_writes and info is not None and info.verb in WRITE_VERBS and 200 <= status < 300:
+            # read whole and kept before the client gets anything: a client gone meanwhile loses
+            # its answer, never the record of a write that committed
+            body, payload = await _read_body(up_reader, framing, length)
+            answered = (0 if lost.error_after_commit is None else lost.error_after_commit.code) if lost is not None else status
+            with self._history_lock:
+                self._writes.append(RecordedWrite(sent, arrived, request.method, info, status, answered, _answered_object(headers, payload)))
+        if lost is not None and lost_answer:
+            if body is None:
+                await _relay_body(up_reader, None, framing, length)
             if not keep:
                 self._drop_upstream(link)
             if lost.error_after_commit is None:
@@ -607,6 +701,12 @@ class FaultProxy:
             return keep
         link.writer.write(_status_head(status, headers))
         self._record(request, info, status, status)
+        if body is not None:
+            link.writer.write(body)
+            await link.writer.drain()
+            if not keep:
+                self._drop_upstream(link)
+            return keep
         if info is not None and info.verb == "watch" and framing == "chunked":
             return await self._relay_watch(link, info, up_reader) and keep
         await link.writer.drain()
