@@ -206,16 +206,22 @@ def run_manifest(namespace: str, name: str, *, labels: Mapping[str, str] | None 
 
 
 def create_runs(server: Server, namespace: str, bodies: Sequence[bytes], *, threads: int = 8,
-                sent: dict[str, float] | None = None) -> float:
+                sent: dict[str, float] | None = None, rate: float = 0.0) -> float:
     """POST every body from ``threads`` threads (one kept connection each) as fast as the server
-    answers; a transient failure is sent again. Returns the creates per second."""
+    answers, or ``rate`` a second overall; a transient failure is sent again. ``sent``: each Run's
+    name -> ``time.perf_counter()`` just before its (last) send. Returns the creates per second."""
     kube = server.admin("kruntimes-bench-creator")
     path = RUNS.path(namespace)
     errors: list[str] = []
     began = time.perf_counter()
 
     def creator(index: int) -> None:
-        for body in bodies[index::threads]:
+        for seq in range(index, len(bodies), threads):
+            body = bodies[seq]
+            if rate > 0:
+                delay = began + seq / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
             for attempt in range(20):
                 at = time.perf_counter()
                 result = kube.request("POST", path, body=body, content_type="application/json")

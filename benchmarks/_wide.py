@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -73,18 +74,19 @@ def compile_tree(tree: Tree) -> None:
 
 
 def spawn_scheduler(server: Server, namespace: str, tree: Tree, tmp: Path, name: str,
-                    profile: Path | None) -> tuple[subprocess.Popen[bytes], int, str]:
+                    profile: Path | None, extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], int, str]:
     """The scheduler (under ``py-spy record`` with ``profile``); (process, the scheduler's pid, metrics URL)."""
     port = free_port()
     cmd = [str(VENV_BIN / "kruntimes"), "scheduler", "--kubeconfig", str(server.scheduler_kubeconfig), "--namespace", namespace,
            "--workers", str(WORKERS), "--metrics-bind-address", f"127.0.0.1:{port}", "--health-probe-bind-address",
-           f"127.0.0.1:{port}", "--log-format", "json", "--leader-elect=false"]
+           f"127.0.0.1:{port}", "--log-format", "json", "--leader-elect=false", *extra]
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
-        cmd = [str(VENV_BIN / "py-spy"), "record", "--gil", "--format", "raw", "--rate", "200", "-o", str(profile / f"{name}.txt"), "--", *cmd]
+        cmd = [str(VENV_BIN / "py-spy"), "record", "--gil", "--format", "raw", "--rate", "1000", "-o", str(profile / f"{name}.txt"), "--", *cmd]
     env = dict(os.environ)
     if tree.src is not None:
         env["PYTHONPATH"] = str(tree.src)
+    compile_tree(tree)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp / f"{name}.stderr", "wb"), env=env)
     pid = proc.pid
     if profile is not None:
@@ -132,7 +134,6 @@ def drain(server: Server, tree: Tree, size: int, *, pods: int, slots: int, stop_
     already = len(watcher.bound)
     wanted = min(size, stop_after) if stop_after else size
     name = f"scheduler-{tree.label}-{ns}"
-    compile_tree(tree)
     server_cpu0 = server.cpu_seconds()
     spawned = time.perf_counter()
     proc, pid, metrics = spawn_scheduler(server, ns, tree, tmp, name, profile)
