@@ -198,7 +198,7 @@ def rotating_client(server: Running, hook: _RotatingToken, clock: list[float]) -
     configuration = Configuration(host=server.url)
     configuration.api_key = {"BearerToken": hook.token}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    configuration.refresh_api_key_hook = hook
+    setattr(configuration, "refresh_api_key_hook", hook)  # the package annotates the attribute as None: loaders set it
     return Kube(configuration, request_timeout=10, clock=lambda: clock[0])
 
 
