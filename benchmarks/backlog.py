@@ -94,6 +94,7 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kruntimes.pure.model.times import parse_time  # noqa: E402
+from _servers import SERVER_HELP  # noqa: E402
 from _common import (  # noqa: E402
     in_parallel,
     ALL_RUNS_PATH,
@@ -121,7 +122,10 @@ from _common import (  # noqa: E402
 
 RUN_SECONDS: Final = 1.0
 WORKERS: Final = 4
-VARIANTS: Final = ("backlog", "mixed", "fair")
+VARIANTS: Final = ("backlog", "mixed", "fair", "wide", "startup")
+DEV_ONLY: Final = ("backlog", "mixed", "fair")
+"""Variants run with the dev cluster's own simulator (``--execute-runs``); ``wide`` and ``startup``
+run on any ``--server`` with the runtime simulator client (``_wide.py``)."""
 FAIR_SIZES: Final = (8000, 2000, 1000, 500)
 
 
@@ -664,6 +668,40 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
+def main_any_server(args: argparse.Namespace, names: list[str]) -> int:
+    """``wide`` and ``startup`` on ``--server``, with its floor (``_wide.py``)."""
+    from _servers import start_server
+    from _wide import parse_trees, run_any_server, startup_line, wide_line
+
+    wrong = [v for v in names if v not in ("wide", "startup")]
+    if wrong:
+        raise SystemExit(f"--variants {','.join(wrong)}: only wide and startup run with --server (the others need the dev cluster's simulator)")
+    args.wide_sizes = [int(s) for s in str(args.wide_sizes).split(",") if s]
+    trees = parse_trees(args.scheduler_src)
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kruntimes-backlog-") as tmp:
+        server = start_server(args.server, Path(tmp), scheduler_kubeconfig=args.scheduler_kubeconfig)
+        try:
+            out = run_any_server(server, names, trees, args, Path(tmp))
+        finally:
+            server.stop()
+    document = {"benchmark": "backlog", "machine": machine(),
+                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "wall_seconds": round(time.monotonic() - began, 1)} | out
+    text = json.dumps(document, indent=1)
+    print(text)
+    if args.json_out is not None:
+        args.json_out.write_text(text)
+    floor = out["floor"]
+    print(f"floor on {out['server']['version']}: {floor['patches_per_second']:.0f} status patches/s "
+          f"(before {floor['a']['patches_per_second']:.0f}, after {floor['b']['patches_per_second']:.0f}; "
+          f"steps {', '.join(str(s['clients']) + ': ' + format(s['patches_per_second'], '.0f') for s in floor['a']['steps'])}); "
+          f"load average {out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f}")
+    for r in out["results"]:
+        print(wide_line(r) if r["variant"] == "wide" else startup_line(r))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="sizes 1000,5000; fair at a quarter of its size")
@@ -679,10 +717,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, help="write a PNG of backlog and binds/s over time here")
     parser.add_argument("--profile", type=Path, metavar="DIR", help="py-spy the scheduler from readiness to the last completion; collapsed stacks in DIR/<variant>.txt")
     parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--server", default="dev", help=f"wide and startup only: {SERVER_HELP}")
+    parser.add_argument("--scheduler-kubeconfig", type=Path, help="with --server PATH: the scheduler's credentials (default the same)")
+    parser.add_argument("--scheduler-src", action="append", metavar="LABEL=DIR",
+                        help="wide and startup: also run the scheduler of another tree (PYTHONPATH=DIR), alternating; repeatable")
+    parser.add_argument("--repeat", type=int, default=1, help="wide and startup: runs per tree (default 1)")
+    parser.add_argument("--wide-sizes", default="5000", help="wide: backlog sizes (default 5000)")
+    parser.add_argument("--wide-pods", type=int, default=50, help="wide and startup: Runtime Pods (default 50)")
+    parser.add_argument("--wide-slots", type=int, default=100, help="wide and startup: slots per pod (default 100)")
+    parser.add_argument("--startup-size", type=int, default=50_000, help="startup: Pending Runs (default 50000)")
+    parser.add_argument("--startup-binds", type=int, default=100, help="startup: binds counted before the scheduler stops (default 100)")
+    parser.add_argument("--floor-seconds", type=float, default=8.0, help="seconds per floor step (default 8)")
     parser.add_argument("--placement", choices=PLACEMENTS, default="split",
                         help="split (default): the scheduler on a CPU of its own, the dev cluster and this harness on the "
                              "others, as in a cluster; shared: every process anywhere (earlier rounds' figures)")
     args = parser.parse_args(argv)
+    any_server = [v for v in (args.variants.split(",") if args.variants != ",".join(VARIANTS) else ["wide"] if args.server != "dev" else DEV_ONLY)
+                  if v]
+    if args.server != "dev" or any(v in ("wide", "startup") for v in any_server):
+        return main_any_server(args, any_server)
+    if args.variants == ",".join(VARIANTS):
+        args.variants = ",".join(DEV_ONLY)
     args.placement = Placement.of(args.placement)
     try:
         sized = parse_sizes(args.sizes or ("1000,5000" if args.quick else "1000x3,10000,50000"))

@@ -2,11 +2,14 @@
 and per watch event received.
 
     .venv/bin/python benchmarks/client_requests.py                   # ~20 s
+    .venv/bin/python benchmarks/client_requests.py --server real     # TLS, the ServiceAccount's token
     .venv/bin/python benchmarks/client_requests.py --requests 5000 --rounds 3
     PYTHONPATH=/path/to/old/src .venv/bin/python benchmarks/client_requests.py   # another tree's client
 
-A dev cluster in its own process (``python -m kruntimes.devcluster``), one Run, and this process
-sending the requests one after the other from one thread, as a scheduler's worker does: a status
+A server (``--server``: a dev cluster in its own process by default, ``real`` for the test suite's
+kube-apiserver with deploy/ applied, or a kubeconfig; ``benchmarks/_servers.py``), one Run, and this process
+sending the requests one after the other from one thread, on the scheduler's credentials (its
+ServiceAccount token on ``real``), as a scheduler's worker does: a status
 merge-patch of the Run (the size of a bind's) and an Event's POST (the size of a Scheduled Event).
 Reported per request: this process's CPU (``time.process_time``: what a request costs the client)
 and the wall time (the server's share included). Every round of every kind alternates with the
@@ -31,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Http, ServerProcess, machine, run_body  # noqa: E402
+from _common import machine, run_body  # noqa: E402
+from _servers import SERVER_HELP, start_server  # noqa: E402
 
 from kruntimes.effects.kube import RUNS, connect  # noqa: E402
 
@@ -69,12 +73,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="requests per kind and round (default 2000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each kind once per round (default 3)")
     parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--server", default="dev", help=SERVER_HELP)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess.start(Path(tmp), ["--auto-create-namespaces"])
+        server = start_server(args.server, Path(tmp))
         try:
-            Http(server.url).ok("POST", RUNS.path(NAMESPACE), body=json.loads(run_body(NAMESPACE, RUN)))
-            kube = connect(str(server.kubeconfig)).unwrap()
+            admin = server.admin()
+            admin.create(RUNS.path(server.namespace(NAMESPACE)), json.loads(run_body(NAMESPACE, RUN))).unwrap()
+            admin.close()
+            kube = connect(str(server.scheduler_kubeconfig)).unwrap()
             status_path = RUNS.path(NAMESPACE, RUN)
             events_path = f"/api/v1/namespaces/{NAMESPACE}/events"
 
@@ -132,6 +139,7 @@ def main() -> None:
     result = {
         "benchmark": "client_requests",
         "machine": machine(),
+        "server": args.server,
         "requests": args.requests,
         "rounds": args.rounds,
         "kinds": {

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/e2e.py             # full: 100 and 1,000 pods, 1k + 10k Runs, 5 variants (~12 min)
     .venv/bin/python benchmarks/e2e.py --quick     # 100 and 1,000 pods, 300 + 2k Runs, 3 variants (< 2 min)
     .venv/bin/python benchmarks/e2e.py --pods 100 --variants base,conflict10 --runs 5000
+    .venv/bin/python benchmarks/e2e.py --server real --pods 5000 --runs 5000   # any server: _e2e_any.py
 
 Three processes per variant, so no one's CPU is charged to another and no GIL is
 shared: the dev API server (``python -m kruntimes.devcluster``, with its runtime
@@ -481,6 +482,36 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=90)
 
 
+def main_any_server(args: argparse.Namespace) -> int:
+    from _e2e_any import run_any_server, summary_line as any_line
+    from _servers import start_server
+    from _wide import parse_trees
+
+    if args.variants not in ("base", "base,conflict1,conflict10,churn", "base,conflict10"):
+        raise SystemExit("--server runs the base variant only (faults, churn and the write history need the dev cluster)")
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kruntimes-e2e-") as tmp:
+        server = start_server(args.server, Path(tmp), scheduler_kubeconfig=args.scheduler_kubeconfig)
+        try:
+            out = run_any_server(server, [int(p) for p in args.pods.split(",") if p], parse_trees(args.scheduler_src), args, Path(tmp))
+        finally:
+            server.stop()
+    document = {"benchmark": "e2e", "machine": machine(),
+                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "wall_seconds": round(time.monotonic() - began, 1)} | out
+    text = json.dumps(document, indent=1)
+    print(text)
+    if args.json_out is not None:
+        args.json_out.write_text(text)
+    floor = out["floor"]
+    print(f"floor on {out['server']['version']}: {floor['patches_per_second']:.0f} status patches/s, paced "
+          f"{args.paced_rate:g}/s p99 {floor['paced_patch_p99_ms']:.1f} ms; load average "
+          f"{out['loadavg_before'][0]:.1f} -> {out['loadavg_after'][0]:.1f}")
+    for r in out["results"]:
+        print(any_line(r))
+    return 1 if any(r["unbound"] or r["overcommitted_pods"] for r in out["results"]) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, three variants (< 2 min)")
@@ -505,6 +536,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-verify", action="store_true", help="skip the write-history replay")
     parser.add_argument("--plot", type=Path, help="write a PNG of per-second throughput here")
     parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--server", help="run on this server with the runtime simulator's pods and floor.py's floor "
+                        "(the base variant only; benchmarks/_e2e_any.py): dev, real, or a kubeconfig")
+    parser.add_argument("--scheduler-kubeconfig", type=Path, help="with --server PATH: the scheduler's credentials")
+    parser.add_argument("--scheduler-src", action="append", metavar="LABEL=DIR",
+                        help="with --server: also run the scheduler of another tree (PYTHONPATH=DIR), alternating; repeatable")
+    parser.add_argument("--repeat", type=int, default=1, help="with --server: runs per pod count and tree (default 1)")
+    parser.add_argument("--floor-seconds", type=float, default=8.0, help="with --server: seconds per floor step (default 8)")
     parser.add_argument("--floor-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
@@ -516,6 +554,8 @@ def main(argv: list[str] | None = None) -> int:
         return floor_worker(args)
     if args.quick:
         args.initial, args.runs, args.floor_runs, args.paced_runs = 300, 2000, 1500, 300
+    if args.server is not None:
+        return main_any_server(args)
         if args.variants == parser.get_default("variants"):
             args.variants = "base,conflict10"
         args.settle = 35.0

@@ -170,6 +170,29 @@ def test_limit_and_continue_page_through_a_list(http: urllib3.PoolManager, clust
     assert names == [f"r{i}" for i in range(5)] and pages == 3
 
 
+def test_pages_of_an_all_namespaces_list_show_creates_and_deletes_made_between_them(http: urllib3.PoolManager, cluster: DevCluster) -> None:
+    all_runs = "/apis/kruntimes.io/v1alpha1/runs"
+    for namespace in ("a", "b"):
+        assert request_json(http, "POST", cluster.url + "/api/v1/namespaces", {"metadata": {"name": namespace}})[0] == 201
+        for i in (1, 3, 5):
+            assert request_json(http, "POST", cluster.url + f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs", _run(f"r{i}"))[0] == 201
+    _, first, _ = request_json(http, "GET", cluster.url + all_runs + "?limit=2")
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in first["items"]] == [("a", "r1"), ("a", "r3")]
+    # between pages: one Run created before the cursor, one after it, one after it deleted
+    for namespace, name in (("a", "r0"), ("a", "r4"), ("b", "r2")):
+        assert request_json(http, "POST", cluster.url + f"/apis/kruntimes.io/v1alpha1/namespaces/{namespace}/runs", _run(name))[0] == 201
+    assert request_json(http, "DELETE", cluster.url + "/apis/kruntimes.io/v1alpha1/namespaces/b/runs/r3")[0] == 200
+    seen: list[tuple[str, str]] = []
+    token = first["metadata"]["continue"]
+    while token:
+        _, page, _ = request_json(http, "GET", cluster.url + all_runs + f"?limit=2&continue={token}")
+        seen += [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in page["items"]]
+        token = page["metadata"].get("continue", "")
+    assert seen == [("a", "r4"), ("a", "r5"), ("b", "r1"), ("b", "r2"), ("b", "r5")]
+    _, only_b, _ = request_json(http, "GET", cluster.url + "/apis/kruntimes.io/v1alpha1/namespaces/b/runs")
+    assert [i["metadata"]["name"] for i in only_b["items"]] == ["r1", "r2", "r5"]
+
+
 def test_delete_collection_removes_only_what_the_selector_matches(http: urllib3.PoolManager, cluster: DevCluster) -> None:
     _create(http, cluster, "keep")
     code, _, _ = request_json(http, "POST", cluster.url + RUNS, {**_run("drop"), "metadata": {"name": "drop", "labels": {"runtime": "node"}}})

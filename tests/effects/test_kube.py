@@ -183,6 +183,60 @@ def test_a_bearer_token_from_the_configuration_is_sent(stub: Running) -> None:
     assert stub.stub.seen[0].headers["authorization"] == "Bearer s3cret"
 
 
+class _RotatingToken:
+    """A kubeconfig loader's refresh hook: counts how often it is asked, serves ``token``."""
+
+    def __init__(self) -> None:
+        self.token = "first"
+        self.asked = 0
+
+    def __call__(self, configuration: Configuration) -> None:
+        self.asked += 1
+        configuration.api_key = {"BearerToken": self.token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+
+
+def rotating_client(server: Running, hook: _RotatingToken, clock: list[float]) -> Kube:
+    configuration = Configuration(host=server.url)
+    configuration.api_key = {"BearerToken": hook.token}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    setattr(configuration, "refresh_api_key_hook", hook)  # the package annotates the attribute as None: loaders set it
+    return Kube(configuration, request_timeout=10, clock=lambda: clock[0])
+
+
+def test_a_burst_of_requests_asks_the_kubeconfig_loader_for_the_token_once(stub: Running) -> None:
+    stub.stub.route("GET", "/api/v1/pods", Reply(body={"items": [], "metadata": {"resourceVersion": "1"}}))
+    hook, clock = _RotatingToken(), [100.0]
+    kube = rotating_client(stub, hook, clock)
+    for _ in range(20):
+        kube.get("/api/v1/pods").unwrap()
+        clock[0] += 0.01
+    assert hook.asked == 1
+    assert {seen.headers["authorization"] for seen in stub.stub.seen} == {"Bearer first"}
+
+
+def test_a_token_the_loader_replaced_is_sent_within_a_second(stub: Running) -> None:
+    stub.stub.route("GET", "/api/v1/pods", Reply(body={"items": [], "metadata": {"resourceVersion": "1"}}))
+    hook, clock = _RotatingToken(), [100.0]
+    kube = rotating_client(stub, hook, clock)
+    kube.get("/api/v1/pods").unwrap()
+    hook.token = "second"
+    clock[0] += 1.0
+    kube.get("/api/v1/pods").unwrap()
+    assert [seen.headers["authorization"] for seen in stub.stub.seen] == ["Bearer first", "Bearer second"]
+
+
+def test_an_answer_401_makes_the_next_request_read_the_token_again(stub: Running) -> None:
+    unauthorized = Reply(401, {"kind": "Status", "code": 401, "reason": "Unauthorized", "message": "token expired"})
+    stub.stub.route("GET", "/api/v1/pods", unauthorized)
+    hook, clock = _RotatingToken(), [100.0]
+    kube = rotating_client(stub, hook, clock)
+    assert kube.get("/api/v1/pods").failure().kind == "unauthorized"
+    hook.token = "second"
+    kube.get("/api/v1/pods")  # at the same instant: no second of reuse after a 401
+    assert stub.stub.seen[-1].headers["authorization"] == "Bearer second"
+
+
 def test_an_unreachable_server_is_a_retriable_error_that_says_the_request_never_left() -> None:
     kube = Kube(Configuration(host="http://127.0.0.1:9"), request_timeout=2)
     error = kube.get("/api/v1/pods").failure()

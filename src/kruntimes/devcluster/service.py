@@ -191,20 +191,20 @@ class ObjectService:
         not reached within :data:`FRESHNESS_WAIT` is a 504, as kube-apiserver answers."""
         if resource_version not in ("", "0") and not continue_token:
             self._wait_fresh(self._version(resource_version))
-        objs, rv = self.store.list_objects(rd.resource, namespace if rd.namespaced else None)
         start: tuple[str, str] | None = None
+        token_rv: int | None = None
         if continue_token:
             try:
                 token = json.loads(base64.urlsafe_b64decode(continue_token.encode()))
-                rv, start = int(token["rv"]), (str(token["start"][0]), str(token["start"][1]))
+                token_rv, start = int(token["rv"]), (str(token["start"][0]), str(token["start"][1]))
             except (ValueError, KeyError, TypeError, IndexError, OverflowError):  # OverflowError: an "rv" of Infinity
                 raise errors.bad_request("continue key is not valid") from None
+        objs, rv = self.store.list_objects(rd.resource, namespace if rd.namespaced else None, after=start)
+        if token_rv is not None:
+            rv = token_rv
         items: list[Obj] = []
         more = False
         for obj in objs:
-            meta = obj["metadata"]
-            if start is not None and (meta.get("namespace", ""), meta["name"]) <= start:
-                continue
             if not selection.matches(obj):
                 continue
             if limit and len(items) >= limit:

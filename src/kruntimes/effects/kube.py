@@ -424,18 +424,36 @@ RequestObserver: TypeAlias = Callable[[str, int, float], None]
 POOL_SIZE: Final = 256
 """Connections kept open to the API server at most (watches, workers, Events, Leases)."""
 
+TOKEN_REUSE: Final = 1.0
+"""Seconds a bearer token read from the configuration is sent again before it is read anew.
+Reading it runs the kubeconfig loader's refresh hook, which re-applies the whole kubeconfig to the
+configuration (its host setter scans the environment for proxies) on every call: a tenth of a
+request's client CPU. The hook itself replaces a token only within minutes of its expiry (five
+for an exec plugin's or an auth provider's) or a minute after it read the token file (in-cluster),
+so a token a second old is never one the hook would have replaced; an answer 401 reads it anew at
+the next request."""
+
 
 class Kube:
     """Raw JSON requests against one API server. Thread-safe (urllib3's pool is)."""
 
     def __init__(
-        self, configuration: Configuration, *, request_timeout: float = 30.0, user_agent: str = USER_AGENT,
+        self,
+        configuration: Configuration,
+        *,
+        request_timeout: float = 30.0,
+        user_agent: str = USER_AGENT,
         limiter: RequestLimiter | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._configuration = configuration
         self._limiter = limiter if limiter is not None else RequestLimiter(0, 1)
         """Every request takes a token first (``--kube-api-qps``); by default none waits."""
         self._user_agent = user_agent
+        self._clock = clock
+        self._auth: tuple[float, str | None, str] = (float("-inf"), None, "")
+        """(read again after, on the ``clock``; the ``Authorization`` value; the request's fixed
+        header lines): replaced whole, so a thread reads it without a lock."""
         # Every open watch holds a connection for its lifetime (three per namespace watched on
         # its own), besides the workers' and the Event writer's; the client's default, five per
         # CPU, would close and reopen connections under that load. Idle slots cost nothing.
@@ -477,13 +495,31 @@ class Kube:
 
     # --- plumbing ---
 
+    def _authorization(self) -> tuple[str | None, str]:
+        """The ``Authorization`` value (``None`` without a token) and the header lines every request
+        carries (``Accept``, ``User-Agent``, ``Authorization``), read from the configuration at most
+        once per :data:`TOKEN_REUSE`; the lines are "" when a value holds a line break."""
+        until, value, lines = self._auth
+        now = self._clock()
+        if now < until:
+            return value, lines
+        bearer = self._configuration.auth_settings().get("BearerToken")
+        value = bearer["value"] if bearer is not None and bearer["value"] else None  # refreshed by the loader's hook
+        fixed = {"Accept": JSON_CONTENT, "User-Agent": self._user_agent}
+        if value is not None:
+            fixed["Authorization"] = value
+        safe = not any("\r" in v or "\n" in v for v in fixed.values())
+        lines = "".join(f"{name}: {v}\r\n" for name, v in fixed.items()) if safe else ""
+        self._auth = (now + TOKEN_REUSE, value, lines)
+        return value, lines
+
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
         headers = {"Accept": JSON_CONTENT, "User-Agent": self._user_agent}
         if content_type is not None:
             headers["Content-Type"] = content_type
-        bearer = self._configuration.auth_settings().get("BearerToken")
-        if bearer is not None and bearer["value"]:  # the token, refreshed by the loader's hook when it expires
-            headers["Authorization"] = bearer["value"]
+        value, _ = self._authorization()
+        if value is not None:
+            headers["Authorization"] = value
         return headers
 
     def _url(self, path: str, params: Mapping[str, str] | None) -> str:
@@ -518,26 +554,33 @@ class Kube:
         content_type: str | None,
     ) -> Result[JSONObject, ApiError]:
         self._limiter.take()
-        headers = self._headers(content_type if body is not None else None)
+        content = content_type if body is not None else None
         wire = self._wire
         if wire is not None:
             query = f"?{urlencode(sorted(params.items()))}" if params else ""
-            if any("\r" in value or "\n" in value for value in headers.values()):
+            _, lines = self._authorization()
+            if not lines or (content is not None and ("\r" in content or "\n" in content)):
                 return Failure(ApiError("invalid", 0, "", "a header value holds a line break (a malformed token?)"))
-            lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            if content is not None:
+                lines = f"{lines}Content-Type: {content}\r\n"
             answer = wire.request(method, f"{self._prefix}{path}{query}", lines, body)
             if isinstance(answer, NoAnswer):
                 kind: ErrorKind = "transport" if answer.sent else "unreachable"
                 return Failure(ApiError(kind, 0, "", answer.reason))
-            return _answered(answer.status, answer.body, answer.retry_after)
+            return self._answered(answer.status, answer.body, answer.retry_after)
         try:  # through a proxy
             response = self._pool.request(
-                method, self._url(path, params), body=body, headers=headers, timeout=self._timeout,
+                method, self._url(path, params), body=body, headers=self._headers(content), timeout=self._timeout,
                 retries=False, preload_content=True,
             )
         except urllib3.exceptions.HTTPError as problem:
             return Failure(transport_error(problem))
-        return _answered(response.status, response.data, response.headers.get("Retry-After"))
+        return self._answered(response.status, response.data, response.headers.get("Retry-After"))
+
+    def _answered(self, status: int, data: bytes, retry_after: str | None) -> Result[JSONObject, ApiError]:
+        if status == 401:
+            self._auth = (float("-inf"), None, "")  # the token may have been replaced: read it at the next request
+        return _answered(status, data, retry_after)
 
     # --- verbs ---
 

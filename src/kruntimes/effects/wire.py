@@ -34,6 +34,7 @@ answer byte, and a caller cannot tell that it did.
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import threading
 import weakref
@@ -42,7 +43,6 @@ from io import BufferedReader
 from typing import Final, final
 
 import urllib3
-from urllib3.util.wait import wait_for_read
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,8 @@ class _Connection:
     """Keeps the socket (and, over TLS, its context) alive."""
     sock: socket.socket
     reader: BufferedReader
+    poller: select.poll
+    """Registered for reading on the socket once: asking it is one system call."""
     used: bool = False
     """At least one answer was read on it: it is a kept connection."""
 
@@ -182,7 +184,8 @@ class Wire:
         connection: _Connection | None = getattr(self._local, "connection", None)
         if connection is not None:
             try:
-                idle_closed = wait_for_read(connection.sock, timeout=0.0)
+                # readable, hung up or invalid; a socket closed here has no descriptor any more
+                idle_closed = connection.sock.fileno() < 0 or bool(connection.poller.poll(0))
             except (OSError, ValueError):  # closed under us (``close`` from another thread)
                 idle_closed = True
             if not idle_closed:
@@ -201,7 +204,9 @@ class Wire:
             sock.settimeout(self._read_timeout)
         except Exception as problem:  # noqa: BLE001 (any failure to connect is "never sent")
             return NoAnswer(False, f"connecting failed: {type(problem).__name__}: {problem}")
-        connection = _Connection(conn, sock, sock.makefile("rb"))
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        connection = _Connection(conn, sock, sock.makefile("rb"), poller)
         weakref.finalize(connection, _close, connection.reader, conn)
         self._local.connection = connection
         with self._lock:
