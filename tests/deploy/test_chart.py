@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,7 @@ SECURE = {"scheduler": {"metricsBindAddress": ":8443"}, "metrics": {"secure": Tr
 MONITOR = {"metrics": {"serviceMonitor": {"enabled": True}}}
 ALERTS = {"metrics": {"prometheusRule": {"enabled": True}}}
 POLICY = {"networkPolicy": {"enabled": True}}
+ADMISSION = {"admissionPolicy": {"enabled": True}}
 SHARDED = {"scheduler": {"replicas": 4, "shardByNamespace": True}}
 
 
@@ -103,6 +105,7 @@ CASES = [
     Case("network-policy", scheduler_with("network-policy"), POLICY, expected=NAMESPACE_ONLY_IN_KUSTOMIZE),
     Case("alerts", scheduler_with("alerts"), ALERTS, expected=NAMESPACE_ONLY_IN_KUSTOMIZE),
     Case("servicemonitor", scheduler_with("servicemonitor"), MONITOR, expected=NAMESPACE_ONLY_IN_KUSTOMIZE),
+    Case("admission-policy", scheduler_with("admission-policy"), ADMISSION, expected=NAMESPACE_ONLY_IN_KUSTOMIZE),
     Case(
         "servicemonitor, alerts and metrics-secure",
         scheduler_with("servicemonitor", "alerts", "metrics-secure"),
@@ -114,9 +117,11 @@ CASES = [
         lambda tmp: overlay(
             tmp,
             resources=[DEPLOY / "overlays" / "sharded"],
-            components=[COMPONENTS / c for c in ("servicemonitor", "alerts", "network-policy", "metrics-secure")],
+            components=[
+                COMPONENTS / c for c in ("servicemonitor", "alerts", "network-policy", "metrics-secure", "admission-policy")
+            ],
         ),
-        merged(SHARDED, MONITOR, ALERTS, POLICY, SECURE),
+        merged(SHARDED, MONITOR, ALERTS, POLICY, SECURE, ADMISSION),
         expected=NAMESPACE_ONLY_IN_KUSTOMIZE,
     ),
 ]
@@ -220,6 +225,33 @@ def test_a_changed_config_file_changes_the_pod_template_so_the_pods_roll(tmp_pat
 def test_settings_the_scheduler_would_refuse_fail_the_render_with_a_reason(values: dict[str, Any], message: str, tmp_path: Path) -> None:
     done = helm.run(["template", helm.RELEASE, str(helm.CHART), "--values", str(helm.values_file(tmp_path, values))], tmp_path)
     assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_the_admission_policy_needs_kubernetes_1_30_and_says_so(tmp_path: Path) -> None:
+    args = ["template", helm.RELEASE, str(helm.CHART), "--values", str(helm.values_file(tmp_path, ADMISSION))]
+    older = helm.run([*args, "--kube-version", "1.29.4"], tmp_path)
+    assert older.returncode != 0, older.stdout
+    assert "admissionPolicy.enabled needs Kubernetes 1.30 or later" in older.stderr and "v1.29.4" in older.stderr
+    kinds = {o["kind"] for o in documents(helm.ok([*args, "--kube-version", "1.30.0"], tmp_path))}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+
+
+def test_the_client_rate_reaches_the_scheduler_as_flags_it_accepts(tmp_path: Path) -> None:
+    assert not [a for a in container(helm.template(tmp_path, {}))["args"] if a.startswith("--kube-api-")]
+    args = container(helm.template(tmp_path, {"scheduler": {"kubeAPIQPS": 250.5, "kubeAPIBurst": 400}}))["args"]
+    assert {"--kube-api-qps=250.5", "--kube-api-burst=400"} <= set(args)
+    parser = argparse.ArgumentParser()
+    scheduler_command.configure(parser)
+    parsed = parser.parse_args([a for a in args if a.startswith("--kube-api-")])
+    assert (parsed.kube_api_qps, parsed.kube_api_burst) == (250.5, 400)
+
+
+def test_the_runbook_links_follow_the_base_url_an_operator_sets(tmp_path: Path) -> None:
+    values = merged(ALERTS, {"metrics": {"prometheusRule": {"runbookBaseURL": "https://docs.example.com/kruntimes/operations/"}}})
+    rules = [r for g in only(helm.template(tmp_path, values), "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    links = {r["alert"]: r["annotations"]["runbook_url"] for r in rules if "alert" in r}
+    assert links and links["KruntimesSchedulerNoLeader"] == "https://docs.example.com/kruntimes/operations/#no-leader"
+    assert all(url.startswith("https://docs.example.com/kruntimes/operations/#") for url in links.values()), links
 
 
 def test_metrics_off_renders_no_metrics_port_and_no_service(tmp_path: Path) -> None:
