@@ -88,9 +88,14 @@ def test_a_run_created_while_the_api_refuses_watches_is_scheduled_afterwards(
     wait_until(lambda: ready_pods(server_kube) == 2, timeout=30, what="pods")
     server_scheduler()
     outage = server.faults.error(503, "runs", verbs=("list", "watch"), count=None)
-    wait_until(lambda: server.faults.drop_watches("runs") >= 1, what="the Run informer's watch dropped")
+
+    def refused() -> bool:
+        return any(r.id == outage and r.fired >= 1 for r in server.faults.rules())
+
+    # A scheduler ready with its list may not have opened its watch yet; the outage refuses it then.
+    wait_until(lambda: server.faults.drop_watches("runs") >= 1 or refused(), timeout=30, what="the Run informer's watch dropped")
     create_run(server_kube, "during-outage")
-    wait_until(lambda: any(r.id == outage and r.fired >= 1 for r in server.faults.rules()), what="a refused rewatch")
+    wait_until(refused, timeout=30, what="a refused rewatch")
     assert not assigned(server_kube, "during-outage")
     server.faults.remove(outage)
     assert wait_until(lambda: assigned(server_kube, "during-outage"), timeout=30, what="bind after the outage")
