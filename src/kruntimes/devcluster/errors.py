@@ -193,10 +193,6 @@ def unsupported_media_type(content_type: str) -> ApiError:
     return ApiError("UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json ("{content_type}" given)')
 
 
-def too_many_requests(retry_after: int) -> ApiError:
-    return ApiError("TooManyRequests", "too many requests, please try again later", retry_after=retry_after)
-
-
 def internal_error(message: str) -> ApiError:
     return ApiError("InternalError", f"Internal error occurred: {message}")
 

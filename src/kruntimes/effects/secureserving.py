@@ -393,10 +393,6 @@ class TlsContexts:
             else self_signed_context(default_hosts())
         )
 
-    @property
-    def self_signed(self) -> bool:
-        return self._cert is None
-
     def _files_stamp(self) -> tuple[tuple[int, int], ...]:
         if self._cert is None or self._key is None:
             return ()

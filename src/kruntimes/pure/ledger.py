@@ -413,12 +413,6 @@ def reserved_totals(ledger: Ledger, namespace: str) -> dict[str, dict[str, Amoun
     return {name: dict(on_pod.total) for name, on_pod in book.pods.items()}
 
 
-def reserved_by_pod(ledger: Ledger, namespace: str) -> Mapping[str, Resources]:
-    """``pod -> reserved requests`` for the namespace."""
-    totals = reserved_totals(ledger, namespace)
-    return {pod: frozen_resources({k: v for k, v in total.items() if v}) for pod, total in totals.items()}
-
-
 def reserve(
     ledger: Ledger,
     state: ClusterState,

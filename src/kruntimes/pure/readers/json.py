@@ -320,10 +320,6 @@ def get_bool(obj: Mapping[str, object], key: str, path: str) -> bool:
     return expect_bool(field(obj, key, path), join(path, key))
 
 
-def get_map(obj: Mapping[str, object], key: str, path: str, *, noun: str = "a map") -> Mapping[str, object]:
-    return expect_map(field(obj, key, path), join(path, key), noun=noun)
-
-
 def get_items(obj: Mapping[str, object], key: str, path: str, item: Callable[[object, str], _T]) -> tuple[_T, ...]:
     return items(field(obj, key, path), join(path, key), item)
 
