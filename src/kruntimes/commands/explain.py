@@ -42,7 +42,7 @@ from returns.result import Result
 
 import yaml
 
-from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect
+from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect, kubeconfig_files
 from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.model.objects import Object
@@ -717,9 +717,8 @@ def default_namespace(
 ) -> str:
     """The namespace kubectl would use: the chosen context's ``namespace``, else ``default``.
 
-    The files are found as ``effects.kube.load_configuration`` finds them
-    (``--kubeconfig``, then ``$KUBECONFIG``, a ``:``-separated list, then
-    ``~/.kube/config``, then in-cluster), and merged as kubectl merges them:
+    The files are those ``effects.kube.kubeconfig_files`` finds (those the
+    scheduler's client loads), merged as kubectl merges them:
     the first file to set ``current-context``, or to define a context of that
     name, wins. In a pod without a kubeconfig it is the pod's own namespace
     (``$POD_NAMESPACE``, then the service account's namespace file), as
@@ -727,13 +726,8 @@ def default_namespace(
     gives ``default`` here: connecting reports the problem.
     """
     env = dict(os.environ) if environ is None else environ
-    if kubeconfig:
-        files = [kubeconfig]
-    elif env.get("KUBECONFIG"):
-        files = [part for part in env["KUBECONFIG"].split(os.pathsep) if part]
-    else:
-        default = (home if home is not None else Path.home()) / ".kube" / "config"
-        files = [str(default)] if default.exists() else []
+    found = kubeconfig_files(kubeconfig, environ=env, home=home)
+    files = found[1] if found is not None else ()
     if not files:
         if "KUBERNETES_SERVICE_HOST" in env:
             if env.get("POD_NAMESPACE"):

@@ -350,6 +350,20 @@ class Loaded:
     """Where it came from, for the startup log line."""
 
 
+def kubeconfig_files(
+    kubeconfig: str | None, *, environ: Mapping[str, str], home: Path | None = None
+) -> tuple[ConfigSource, tuple[str, ...]] | None:
+    """Which kubeconfig files a command reads, as kubectl finds them: ``--kubeconfig``; else
+    ``$KUBECONFIG``, a ``:``-separated list merged in order; else ``~/.kube/config`` if it exists.
+    ``None``: no file, so in a pod the in-cluster service account."""
+    if kubeconfig:
+        return "flag", (kubeconfig,)
+    if environ.get("KUBECONFIG"):
+        return "env", tuple(part for part in environ["KUBECONFIG"].split(os.pathsep) if part)
+    default = (home if home is not None else Path.home()) / ".kube" / "config"
+    return ("home", (str(default),)) if default.exists() else None
+
+
 def load_configuration(
     kubeconfig: str | None = None,
     context: str | None = None,
@@ -357,22 +371,12 @@ def load_configuration(
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
 ) -> Result[Loaded, ConfigError]:
-    """Find and load the cluster configuration as kubectl would.
-
-    ``--kubeconfig`` wins; then ``$KUBECONFIG`` (a ``:``-separated list, merged);
-    then ``~/.kube/config`` if it exists; then the in-cluster service account.
-    """
+    """Find and load the cluster configuration as kubectl would: the files of
+    :func:`kubeconfig_files`, else the in-cluster service account."""
     env = os.environ if environ is None else environ
     configuration = Configuration()
-    candidates: list[tuple[ConfigSource, str]] = []
-    if kubeconfig:
-        candidates.append(("flag", kubeconfig))
-    elif env.get("KUBECONFIG"):
-        candidates.append(("env", env["KUBECONFIG"]))
-    else:
-        default = (home if home is not None else Path.home()) / ".kube" / "config"
-        if default.exists():
-            candidates.append(("home", str(default)))
+    found = kubeconfig_files(kubeconfig, environ=env, home=home)
+    candidates: list[tuple[ConfigSource, str]] = [] if found is None else [(found[0], os.pathsep.join(found[1]))]
     try:
         if candidates:
             source, path = candidates[0]
