@@ -13,7 +13,7 @@ IMAGE := $(if $(REGISTRY),$(REGISTRY)/)kruntimes-scheduler:$(VERSION)
 # What fills a new venv (a variable so that tests of the rebuild rules below need no network).
 INSTALL ?= $(BIN)/python -m pip install --quiet --upgrade pip && $(BIN)/python -m pip install --quiet -e '.[dev]'
 
-.PHONY: demo simulate test typecheck layers unit controlplane helm wheel image chart clean FORCE
+.PHONY: demo simulate test typecheck layers unit mutate controlplane helm wheel image chart clean FORCE
 
 # An interpreter is known by its version and the real path of its binary; a venv's python reports
 # the interpreter it was made from.
@@ -73,6 +73,16 @@ unit: $(STAMP) controlplane helm
 
 test: typecheck layers unit
 
+# Mutation testing (docs/mutation.md), not part of `make test`: [tool.mutmut] in pyproject.toml says
+# what is mutated and which tests run. MUTANTS narrows it to names (a glob), e.g.
+# MUTANTS='kruntimes.pure.wakeups.*'; JOBS mutants run at once. Results stay in mutants/ so a second
+# run tests only what changed; `.venv/bin/mutmut show NAME` prints one survivor's diff.
+JOBS ?= 2
+MUTANTS ?=
+mutate: $(STAMP)
+	HYPOTHESIS_PROFILE=mutation $(BIN)/mutmut run --max-children $(JOBS) $(MUTANTS)
+	$(BIN)/mutmut results
+
 # The release artefacts, in dist/ (docs/release.md: tag, wheel, image, chart).
 wheel: $(STAMP)
 	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
@@ -84,4 +94,4 @@ chart:
 	@helm="$$(bash hack/helm/build.sh | sed -n 's/^helm=//p')" && "$$helm" package charts/kruntimes-scheduler --destination dist
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .pytest_cache .hypothesis mutants

@@ -4,7 +4,7 @@ Every test runs under pytest-timeout's limit (``timeout`` in pyproject.toml): a 
 with every thread's stack, in minutes, instead of holding ``make test`` until CI's own limit.
 
 ``ci`` (the default) keeps example counts modest so the whole suite stays fast;
-``thorough`` is for a deliberate, longer run:
+``mutation`` (``make mutate``) is ``ci`` with fixed examples; ``thorough`` is for a deliberate, longer run:
 ``HYPOTHESIS_PROFILE=thorough make unit``. A property that needs another count than
 the profile's states it with :func:`examples`, so every profile scales it too.
 """
@@ -34,6 +34,9 @@ settings.register_profile(
     print_blob=True,
 )
 settings.register_profile("thorough", max_examples=2_000, deadline=None, print_blob=True)
+# `make mutate`: the same examples on every run, so a mutant is killed or survives by what it
+# changes, not by which examples a run happened to draw.
+settings.register_profile("mutation", parent=settings.get_profile("ci"), derandomize=True, database=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
