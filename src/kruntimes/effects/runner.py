@@ -1,6 +1,6 @@
 """The scheduler process: informers, work queue, N workers, leader election, HTTP probes.
 
-Threads (DESIGN "Process model"):
+Threads (docs/operations.md, "Which thread spends the CPU", names them):
 
 - one informer per (kind, namespace) — Runs, Runtime Pods (label ``runtime``),
   PersistentWorkspaces — each event one swap of the ``ClusterState`` atom and one
