@@ -21,7 +21,7 @@ nearly) from ``.../status``, before the first create and after the last Run ende
 per bind from ``/metrics``.
 
 No backlog: this is the steady state, where what a bind costs depends on how many events arrive
-together (docs/performance.md, "Where a bind's CPU goes, thread by thread"). ``backlog.py``
+together (docs/performance.md, "Steady state, thread by thread"). ``backlog.py``
 measures a backlog, ``shards.py`` replicas.
 """
 

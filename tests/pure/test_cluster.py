@@ -1,4 +1,4 @@
-"""The cluster state's indexes agree with the objects they index (DESIGN "Incremental state")."""
+"""The cluster state's indexes agree with the objects they index."""
 
 from __future__ import annotations
 

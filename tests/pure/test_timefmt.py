@@ -1,4 +1,4 @@
-"""Times and durations survive a log round trip exactly (DESIGN "Replay")."""
+"""Times and durations survive a log round trip exactly, so a replayed cycle sees the same clock."""
 
 from __future__ import annotations
 

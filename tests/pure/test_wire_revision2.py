@@ -1,4 +1,4 @@
-"""SPEC revision 2 wire facts: workspace references, label syntax in affinity, Go durations, whole names."""
+"""Wire facts of SPEC §1–§3: workspace references, label syntax in affinity, Go durations, whole names."""
 
 from __future__ import annotations
 

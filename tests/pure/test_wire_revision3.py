@@ -1,4 +1,4 @@
-"""SPEC revision 3, §1 "Limits on what the API hands us": every value is read within bounded work.
+"""SPEC §1 "Limits on what the API hands us": every value is read within bounded work.
 
 A quantity, a duration or a time the Kubernetes grammar accepts but past the documented
 bounds (docs/spec.md, "Limits") is invalid: a Run carrying one ends ``Failed`` with

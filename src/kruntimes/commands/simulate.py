@@ -71,7 +71,7 @@ as the informer would show them.
 
 Actions: Bind, Wait, Fail, Cancel, Delay (retry back-off), Skip (why); also
 Error (a plugin failed: nothing written) and Conflict (the reservation was
-refused at reserve time: nothing written, a worker would requeue at once).
+refused at reserve time: nothing written, a worker would retry it after a back-off).
 
   kruntimes simulate examples/weighted-scoring.yaml
   kruntimes simulate -o json --cycle-log cycles.jsonl scenario.yaml

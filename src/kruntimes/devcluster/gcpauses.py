@@ -2,12 +2,10 @@
 
 The dev cluster keeps every object, and its write history, as plain dicts and lists: after a
 few thousand Runtime Pods and Runs that is millions of tracked objects, and every full
-collection of CPython's cycle detector walks all of them. Measured with ``benchmarks/e2e.py``
-at 5,000 Runtime Pods after a 2,000-Run burst: full collections of 300–440 ms in the API
-server and of 240–370 ms in the load generator (which holds every Run it created), against
-11–24 ms in the scheduler. A real API server's collector runs concurrently and pauses for
-well under a millisecond, so those pauses were not the scheduler's, yet every schedule
-latency the benchmarks report passed through them.
+collection of CPython's cycle detector walks all of them, for far longer than the scheduler's
+own collections (docs/performance.md, "Design measurements"). A real API server's collector
+runs concurrently and barely pauses, so those pauses are not the scheduler's, yet every
+schedule latency the benchmarks report would pass through them.
 
 :func:`shorten_pauses` moves whatever survives a full collection to the permanent generation
 (``gc.freeze``), so the next one walks only what arrived since. Parsed JSON forms no
@@ -17,11 +15,9 @@ kept, a price only a long-lived process with cyclic garbage pays. Call it in the
 server and in benchmark drivers, never in a library user's process (it is process-wide).
 
 :func:`quick_turns` is the same kind of fix for the interpreter lock. The server's simulator
-writes heartbeats in waves (1,000 a second at 5,000 Runtime Pods, each a full status write),
-and while such a wave runs, a request thread that gave up the lock for its socket waits up to
-CPython's switch interval, 5 ms, at every turn to get it back: tens of milliseconds per request
-(`benchmarks/e2e.py` at 5,000 pods, paced phase: p90 37–45 ms, p99 65–78 ms; with a 0.5 ms
-interval p90 15–17 ms, p99 40–45 ms). A real API server serves requests on many cores.
+writes heartbeats in waves (each a full status write), and while such a wave runs, a request
+thread that gave up the lock for its socket waits up to CPython's switch interval at every turn
+to get it back, which adds up over a request. A real API server serves requests on many cores.
 """
 
 from __future__ import annotations

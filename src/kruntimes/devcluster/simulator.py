@@ -71,12 +71,11 @@ class SimulatorSettings:
     yield_after_beat: bool = False
     """Let go of the interpreter (``time.sleep(0)``) after each heartbeat written. The pods stand for
     kubelets and runtime daemons on other machines, whose heartbeats reach a real API server as
-    requests among all the others; a wave of 5,000 of them as one loop held back every request
-    thread of the server for the whole wave (paced p99 at 5,000 pods: 8-18 ms with the yield, 20-31 ms
-    without). Only for a server that has a process of its own and quick interpreter turns
-    (``kruntimes dev-cluster``): with CPython's default 5 ms turns each yield may cost the loop a
-    whole turn, and with it on, an in-process cluster under the full test suite's load failed a
-    chaos test's takeover check twice in two runs (it passed with it off)."""
+    requests among all the others; a wave of them written as one loop holds back every request
+    thread of the server for the whole wave. Only for a server that has a process of its own and
+    quick interpreter turns (``kruntimes dev-cluster``): with CPython's default turns each yield may
+    cost the loop a whole turn, enough to delay a leader's takeover in an in-process cluster under
+    load (docs/performance.md, "Design measurements")."""
 
 
 def _owner_uid(pod: Obj) -> str | None:

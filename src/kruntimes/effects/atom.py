@@ -1,7 +1,7 @@
 """One mutable cell holding one immutable value, replaced by compare-and-swap.
 
 The effect layer keeps exactly two of these (the ``ClusterState`` and the
-assumed-reservation ledger, DESIGN "Layers and rooms"). Readers take the value
+assumed-reservation ledger; docs/architecture.md, "Cluster state and the ledger"). Readers take the value
 with ``get()`` without any lock: the reference is read atomically under the GIL
 and the value it points to never changes.
 

@@ -1,9 +1,10 @@
 """Kubernetes Events about Runs (core ``v1``), best-effort and deduplicated.
 
 ``Scheduled`` (Normal, ``assigned to runtime pod <pod>``) after a bind;
-``FailedScheduling`` (Warning, the wait message) while a Run waits, but only when
-its message changes or once per ``repeat_interval`` (default 5 minutes) per Run,
-so a Run re-planned every 30 s does not flood its namespace. Terminal decisions
+``FailedScheduling`` (Warning, the pods counted by why each refused the Run:
+``pure.step.why_pending``) while a Run waits, but only when its message changes or once per
+``repeat_interval`` (default 5 minutes) per Run, so a Run planned again and again does not
+flood its namespace. Terminal decisions
 (``InvalidResources``, ``InvalidAffinity``, ``Cancelled``…) get one event each.
 
 The ``kubernetes`` package's recorder is not used (the client here is raw JSON,

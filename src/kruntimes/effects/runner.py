@@ -1,6 +1,6 @@
 """The scheduler process: informers, work queue, N workers, leader election, HTTP probes.
 
-Threads (DESIGN "Process model"):
+Threads (docs/operations.md, "Which thread spends the CPU", names them):
 
 - one informer per (kind, namespace) — Runs, Runtime Pods (label ``runtime``),
   PersistentWorkspaces — each event one swap of the ``ClusterState`` atom and one
@@ -112,7 +112,7 @@ GC_GEN0_THRESHOLD: Final = 50_000
 """Allocations between young-generation collections (CPython's default is 700). The state is
 made of many small immutable objects that live long; at 700 the collector walks the young
 objects of every few watch events and promotes them only to scan them again in the older
-generations (docs/performance.md, "GC", has the figures). Nothing here builds reference cycles
+generations (docs/performance.md, "Design measurements", has the figures). Nothing here builds reference cycles
 at a high rate, so collecting
 young objects every 50k allocations keeps memory bounded at a fraction of the cost."""
 GC_TUNING_ENV: Final = "KRUNTIMES_SCHEDULER_GC"

@@ -2,10 +2,10 @@
 
 The scheduler's writes (a status PATCH per cycle, an Event per bind, Lease renewals) are small
 requests with small answers, and their client-side cost is most of what a bind costs the
-scheduler beyond planning. Through urllib3 and ``http.client`` one such request costs ~310 µs of
-CPU on the benchmark machine (header objects, the ``email`` parser for the answer's headers, the
-pool's bookkeeping); written and read here it costs ~80 µs (``docs/performance.md``, "The
-client's requests").
+scheduler beyond planning. Through urllib3 and ``http.client`` most of that cost is machinery such
+a request does not need (header objects, the ``email`` parser for the answer's headers, the
+pool's bookkeeping); written and read here it is a fraction of that (docs/performance.md,
+"Design measurements").
 
 **What is ours and what is not.** Connections are made by the urllib3 pool the rest of the
 client uses (its connection class, with the kubeconfig's TLS settings: CA, client certificate,
@@ -26,9 +26,9 @@ since a write cannot be known not to have been applied:
 - anything else after the request was sent (no answer, a cut answer, a read timeout):
   ``transport`` — the caller treats the write as possibly applied.
 
-``pycurl`` was measured too (~110 µs a request) and set aside for that last rule: libcurl
-sends a request again, POST and PATCH included, when a reused connection closes before any
-answer byte, and a caller cannot tell that it did.
+``pycurl`` was set aside for that last rule: libcurl sends a request again, POST and PATCH
+included, when a reused connection closes before any answer byte, and a caller cannot tell that
+it did.
 """
 
 from __future__ import annotations

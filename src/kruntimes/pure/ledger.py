@@ -280,7 +280,7 @@ ReserveConflictReason: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True)
 class ReserveConflict:
-    """Why a reserve lost its compare-and-swap; the cycle requeues at once (SPEC §3.13).
+    """Why a reserve lost its compare-and-swap; the key is retried with back-off (SPEC §3.13).
 
     The message is fixed per reason: no pod, run or resource names.
     """

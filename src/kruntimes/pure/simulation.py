@@ -3,7 +3,7 @@
 :func:`simulate` runs one scheduling cycle per key of a decoded
 :class:`~kruntimes.pure.readers.scenario.Scenario`, exactly as a worker would,
 on ``ClusterState``/``Ledger`` values: a "what if" is just keeping or dropping a
-value (DESIGN "Checkpoint/rollback for free").
+value, since every value is persistent.
 
 This is a purely computational module with no side effects;
 ``kruntimes.commands.simulate`` reads the file, prints and appends the cycle log.

@@ -3,8 +3,7 @@
 Rule: a snapshot reads only what the Run's decision can depend on — the
 Run's own (namespace, runtime) pods, the targets that match one of its own
 affinity terms, its workspace and its namespace's reservations — so its cost
-does not grow with unrelated Runs, pods or namespaces (SPEC §3.8, DESIGN
-"Incremental state"). Everything is sorted by name so a logged snapshot
+does not grow with unrelated Runs, pods or namespaces (SPEC §3.8). Everything is sorted by name so a logged snapshot
 replays identically whatever the hash seed. This is a purely computational
 module: ``now`` is an argument.
 """

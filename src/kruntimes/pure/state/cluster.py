@@ -2,8 +2,8 @@
 
 Rule: every index is keyed by namespace, and ``apply`` only touches the entries
 the event's old and new object contribute to, so a scheduling cycle pays for its
-own namespace and runtime, never for the size of the cluster (DESIGN "Incremental
-state"). Indexes kept here:
+own namespace and runtime, never for the size of the cluster (docs/architecture.md,
+"Cluster state and the ledger"). Indexes kept here:
 
 - runs by ``RunKey``; run keys by namespace, then uid;
 - Runtime Pods by ``(namespace, name)``, and by ``(namespace, runtime)`` as the
