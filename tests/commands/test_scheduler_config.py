@@ -31,7 +31,7 @@ from kruntimes.pure.readers.config import (
 )
 from tests.conftest import examples
 from tests.deploy.manifests import DEPLOY, load_all, only
-from tests.pure.builders import affinity_json, decoded_run, term
+from tests.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import plan, slot, snapshot, target
 
 REPO = Path(__file__).resolve().parents[2]
