@@ -45,7 +45,7 @@ from kruntimes.pure.model.objects import RunKey  # noqa: E402
 from kruntimes.pure.queueing import ParkReason  # noqa: E402
 from kruntimes.pure.readers.kube import decode_run  # noqa: E402
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply  # noqa: E402
-from tests.pure.builders import decoded_pod, decoded_workspace, run_json  # noqa: E402
+from tests.builders import decoded_pod, decoded_workspace, run_json  # noqa: E402
 
 DEFAULT_SIZES: Final = (1_000, 10_000, 50_000)
 TARGET: Final = 1.2

@@ -10,7 +10,7 @@ from returns.result import Success
 from kruntimes.pure import Bind, Registry, Wait
 from kruntimes.pure.explain import explain
 from kruntimes.pure.planner import plan_cycle
-from tests.pure.builders import decoded_run
+from tests.builders import decoded_run
 from tests.pure.planning_world import slot, snapshot
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -9,7 +9,6 @@ needs OpenAPI for: ``kind: List`` files (OpenAPI v2) and ``kubectl explain``.
 from __future__ import annotations
 
 import filecmp
-import os
 import signal
 import subprocess
 import sys
@@ -19,35 +18,14 @@ from pathlib import Path
 import pytest
 
 from kruntimes.devcluster import DevCluster
+from tests.kubectl import Kubectl
 from tests.polling import wait_until
 
-from .manifests import CRDS, EXAMPLES, KUBECTL_TIMEOUT, REPO, load_one
-from .manifests import kubectl as kubectl_binary
+from .manifests import CRDS, EXAMPLES, REPO, load_one
 
 VALID = sorted((EXAMPLES / "valid").glob("*.yaml"))
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))
 PACKAGED = REPO / "src" / "kruntimes" / "devcluster" / "crds"
-
-
-class Kubectl:
-    def __init__(self, kubeconfig: Path, cache: Path) -> None:
-        self.kubeconfig, self.cache = kubeconfig, cache
-
-    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-        env["KUBECONFIG"] = str(self.kubeconfig)
-        argv = [kubectl_binary(), f"--cache-dir={self.cache}", *args]
-        return subprocess.run(argv, input=stdin, env=env, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False)
-
-    def ok(self, *args: str, stdin: str | None = None) -> str:
-        done = self.run(*args, stdin=stdin)
-        assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
-
-    def refused(self, *args: str) -> str:
-        done = self.run(*args)
-        assert done.returncode != 0, f"kubectl {' '.join(args)} was accepted:\n{done.stdout}"
-        return done.stdout + done.stderr
 
 
 @pytest.fixture(params=["default", "crds"])
@@ -91,7 +69,7 @@ def test_kubectl_applies_a_list_as_kubectl_get_prints_it(kubectl: Kubectl) -> No
     out = kubectl.ok("apply", "-f", "-", stdin=listed)
     assert sorted(out.split()) == sorted(["run.kruntimes.io/greet", "created", "run.kruntimes.io/hello", "created", "run.kruntimes.io/notebook-cell-7", "created", "run.kruntimes.io/resize-images", "created"])
     invalid_list = "apiVersion: v1\nkind: List\nitems:\n" + "".join("- " + "\n  ".join(p.read_text().splitlines()[1:]) + "\n" for p in INVALID[:1])
-    assert kubectl.run("apply", "-f", "-", stdin=invalid_list).returncode != 0
+    assert kubectl("apply", "-f", "-", stdin=invalid_list, check=False).returncode != 0
 
 
 def test_kubectl_explain_reads_the_crd_schema(kubectl: Kubectl) -> None:
@@ -112,7 +90,7 @@ def test_the_dev_cluster_command_starts_with_crds_from_deploy(tmp_path: Path) ->
         wait_until(lambda: kubeconfig.exists() or proc.poll() is not None, what="the kubeconfig")
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         kubectl = Kubectl(kubeconfig, tmp_path / "cache")
-        wait_until(lambda: kubectl.run("get", "runtime", "python").returncode == 0, what="the python Runtime")
+        wait_until(lambda: kubectl("get", "runtime", "python", check=False).returncode == 0, what="the python Runtime")
         template = kubectl.ok("get", "runtime", "python", "-o", "jsonpath={.spec.template.spec.containers[0].name} {.spec.port}")
         assert template == "runtime 9091"  # the CRD's requirement met, its default applied
         proc.send_signal(signal.SIGTERM)

@@ -27,8 +27,9 @@ from kruntimes.runtimesim.decide import RunSettings
 from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import kubectl as admin_kubectl
+from tests.kubectl import Kubectl
 
-from .helpers import Kube, Kubectl, close_api, kube_for, request_json, wait_until
+from .helpers import Kube, close_api, kube_for, request_json, wait_until
 
 
 @pytest.fixture

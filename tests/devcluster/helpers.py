@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import urllib3
 from kubernetes import client
@@ -134,32 +133,6 @@ class WatchCollector:
         self._stopping = True
         self._watch.stop()
         self._thread.join(5)
-
-
-class Kubectl:
-    """The real ``kubectl`` on PATH, pointed at one dev cluster through a generated kubeconfig."""
-
-    def __init__(self, kubeconfig: Path, cache_dir: Path, *, server: Literal["dev", "real"] = "dev") -> None:
-        self.kubeconfig = kubeconfig
-        self.cache_dir = cache_dir
-        self.server = server
-        """Which server the kubeconfig names: the dev cluster, or a real kube-apiserver."""
-        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(cache_dir.parent)}
-
-    def argv(self, args: Sequence[str]) -> list[str]:
-        return ["kubectl", "--cache-dir", str(self.cache_dir), *args]
-
-    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(self.argv(args), input=stdin, capture_output=True, text=True, env=self.env, timeout=30)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-    def json(self, *args: str) -> dict[str, Any]:
-        return cast(dict[str, Any], json.loads(self(*args, "-o", "json").stdout))
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env)
 
 
 class LineReader:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from kruntimes.devcluster import command
+from tests.kubectl import Kubectl
 
-from .helpers import Kubectl, LineReader, wait_until
+from .helpers import LineReader, wait_until
 
 
 def test_runtime_flags_parse_replicas_capacity_and_namespace() -> None:

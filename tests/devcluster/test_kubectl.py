@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from .helpers import Kubectl, LineReader, wait_until
+from tests.kubectl import Kubectl
+
+from .helpers import LineReader, wait_until
 
 RUN = """\
 apiVersion: kruntimes.io/v1alpha1

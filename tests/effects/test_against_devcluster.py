@@ -19,13 +19,14 @@ from kruntimes.devcluster import DevCluster
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.informer import Informer, watched_pods, watched_runs
-from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
+from kruntimes.effects.kube import RUNS, Kube, load_configuration
 from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.readers.kube import decode_run
 from kruntimes.pure.model.objects import Run, RunKey
 from kruntimes.pure.step import Conflict, StatusWrite, Written
 from kruntimes.pure.status import bind_status
+from tests.builders import make_pod, make_run
 
 NS = "default"
 NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -67,28 +68,8 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
     return check()
 
 
-def make_run(kube: Kube, name: str, runtime: str = "py") -> JSONObject:
-    body = {
-        "apiVersion": "kruntimes.io/v1alpha1",
-        "kind": "Run",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"runtime": runtime, "mode": {"task": {}}},
-    }
-    return kube.create(RUNS.path(NS), body).unwrap()
-
-
-def make_pod(kube: Kube, name: str, labels: dict[str, str]) -> JSONObject:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": labels},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }
-    return kube.create(PODS.path(NS), body).unwrap()
-
-
 def test_the_client_lists_creates_and_patches_status_with_a_kubeconfig(kube: Kube) -> None:
-    created = make_run(kube, "client-r1")
+    created = make_run(kube, "client-r1", "py")
     items, version = kube.list(RUNS.path(NS), page_size=1).unwrap()
     assert "client-r1" in {at(item, "metadata", "name") for item in items}
     assert version
@@ -104,8 +85,8 @@ def test_the_client_lists_creates_and_patches_status_with_a_kubeconfig(kube: Kub
 
 
 def test_informers_sync_then_follow_watch_events_and_ignore_unlabelled_pods(kube: Kube, cluster: DevCluster) -> None:
-    make_run(kube, "inf-r1")
-    make_pod(kube, "inf-p1", {"runtime": "py"})
+    make_run(kube, "inf-r1", "py")
+    make_pod(kube, "inf-p1", "py", ready=False)
     state = Atom(EMPTY_STATE)
     events: list[Event] = []
     lock = threading.Lock()
@@ -121,9 +102,9 @@ def test_informers_sync_then_follow_watch_events_and_ignore_unlabelled_pods(kube
     try:
         assert runs.wait_for_sync(10) and pods.wait_for_sync(10)
         assert state.get().run(RunKey(NS, "inf-r1")) is not None
-        make_run(kube, "inf-r2")
-        make_pod(kube, "inf-unrelated", {"app": "web"})
-        make_pod(kube, "inf-p2", {"runtime": "py"})
+        make_run(kube, "inf-r2", "py")
+        make_pod(kube, "inf-unrelated", None, labels={"app": "web"}, ready=False)
+        make_pod(kube, "inf-p2", "py", ready=False)
         assert eventually(lambda: state.get().run(RunKey(NS, "inf-r2")) is not None)
         assert eventually(lambda: state.get().pod(NS, "inf-p2") is not None)
         assert state.get().pod(NS, "inf-unrelated") is None
@@ -134,7 +115,7 @@ def test_informers_sync_then_follow_watch_events_and_ignore_unlabelled_pods(kube
         cluster.faults.expire_next_watch("runs")
         cluster.faults.drop_watches("runs")
         assert eventually(lambda: runs.relists >= 1)
-        make_run(kube, "inf-r3")
+        make_run(kube, "inf-r3", "py")
         assert eventually(lambda: state.get().run(RunKey(NS, "inf-r3")) is not None)
     finally:
         runs.stop()
@@ -143,7 +124,7 @@ def test_informers_sync_then_follow_watch_events_and_ignore_unlabelled_pods(kube
 
 
 def test_the_binder_writes_scheduled_and_a_stale_version_is_a_conflict(kube: Kube) -> None:
-    run = decode_run(make_run(kube, "bind-r1")).unwrap()
+    run = decode_run(make_run(kube, "bind-r1", "py")).unwrap()
     binder = Binder(kube)
     written = binder.write(StatusWrite(run, bind_status(run, "pod-a", "uid-a", NOW), "bind"))
     stored = kube.get(RUNS.path(NS, "bind-r1")).unwrap()

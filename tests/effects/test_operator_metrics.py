@@ -19,7 +19,7 @@ from tests.effects.test_controller_parts import _run
 from tests.effects.test_informer import bookmark, error, harness, listing, run_json
 from kruntimes.pure.model.objects import RunKey
 from tests.effects.test_scheduling_queue import Harness, backlog
-from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run
+from tests.builders import NOW, active_run, at, decoded_pod, decoded_run
 
 FORBIDDEN = ApiError("forbidden", 403, "Forbidden", "events is forbidden")
 
@@ -91,12 +91,12 @@ def test_queue_depth_and_waiting_runs_follow_the_current_terms_queue() -> None:
     assert metrics.value("kruntimes_scheduler_waiting_runs", {"reason": "capacity"}) == 18
     assert metrics.value("kruntimes_scheduler_waiting_runs", {"reason": "unfit"}) == 0
     assert metrics.value("workqueue_adds_total", {"name": "runs"}) == 2
-    harness.clock.now += 3.0
+    harness.clock.advance(3.0)
     key = harness.take()
     assert key is not None
     assert metrics.value("workqueue_depth", {"name": "runs"}) == 1
     assert metrics.value("workqueue_queue_duration_seconds_sum", {"name": "runs"}) == 3.0
-    harness.clock.now += 0.5
+    harness.clock.advance(0.5)
     harness.finish(key, harness.decide(key))
     assert metrics.value("workqueue_work_duration_seconds_count", {"name": "runs"}) == 1
     assert metrics.value("workqueue_work_duration_seconds_sum", {"name": "runs"}) == 0.5

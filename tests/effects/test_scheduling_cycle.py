@@ -1,6 +1,6 @@
 """``SchedulingCycle.run(key)`` driven key by key: a world in, the effects a user sees out.
 
-Each test builds a cluster state with the pure builders, runs one (or a few)
+Each test builds a cluster state with the shared builders (tests/builders.py), runs one (or a few)
 cycles against a scripted binder, a recording Event recorder, a real
 ``SchedulerMetrics`` and a leadership switch, then checks what the worker loop
 is told to do (``CycleResult.outcome`` / ``.next``), what the ledger holds,
@@ -52,7 +52,7 @@ from kruntimes.pure.step import (
     WriteOutcome,
     Written,
 )
-from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
+from tests.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
 
 NS: Final = "default"
 KEY: Final = RunKey(NS, "r")

@@ -17,15 +17,8 @@ from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueOrder
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.status import applied
 from kruntimes.pure.step import Step, decide, plan, transact
-from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace
+from tests.effects.fakes import FakeClock
 
 
 class Harness:
@@ -137,7 +130,7 @@ def test_without_a_mid_cycle_event_a_waiting_run_is_parked_not_requeued() -> Non
     cycled = harness.cycle()
     assert cycled is not None and cycled[1].settled.outcome == "waiting"
     assert RunKey("default", "w") in harness.queue.parking
-    harness.clock.now += 29
+    harness.clock.advance(29)
     assert harness.queue.sweep() == 0 and harness.ready() == []
 
 
@@ -146,7 +139,7 @@ def test_the_safety_net_re_plans_a_group_that_admitted_nobody_for_30_seconds() -
     harness = Harness(pod, active_run("holder", "a"), decoded_run("w"))
     harness.queue.activate([RunKey("default", "w")])
     harness.cycle()
-    harness.clock.now += 30
+    harness.clock.advance(30)
     assert harness.queue.sweep() == 1
     assert harness.ready() == ["w"]
 
@@ -154,12 +147,12 @@ def test_the_safety_net_re_plans_a_group_that_admitted_nobody_for_30_seconds() -
 def test_a_group_that_is_being_served_needs_no_safety_net_for_the_runs_behind() -> None:
     harness = backlog(4, slots=1)
     harness.queue.activate_pending()
-    harness.clock.now += 25
+    harness.clock.advance(25)
     step = harness.cycle()  # r0 binds
     assert step is not None
     harness.event("MODIFIED", decoded_run("r0", phase="Succeeded", assigned_pod="a", created=at(0), resource_version="3"))
     assert harness.ready() == ["r1"]  # admitted now: the group made progress
-    harness.clock.now += 10  # r2 and r3 parked 35 s ago, but their group admitted 10 s ago
+    harness.clock.advance(10)  # r2 and r3 parked 35 s ago, but their group admitted 10 s ago
     assert harness.queue.sweep() == 0
 
 
@@ -344,7 +337,7 @@ def test_a_run_whose_write_is_never_shown_is_planned_after_the_echo_wait() -> No
     harness.event("MODIFIED", decoded_run("holder", phase="Succeeded", assigned_pod="a"))
     assert harness.queue.work.try_get() == key and harness.queue.hold_until_seen(key)
     harness.queue.work.done(key)
-    harness.clock.now += ECHO_WAIT
+    harness.clock.advance(ECHO_WAIT)
     assert harness.queue.work.try_get() == key  # queued again by the wait itself
     assert not harness.queue.hold_until_seen(key)
 
@@ -410,7 +403,7 @@ def test_a_run_that_lost_its_reservation_to_another_worker_keeps_its_room_for_th
     harness.finish(second, lost)
     assert harness.queue.parking.claimed("default", "b") == {"runs": 1}
     assert RunKey("default", "r2") in harness.queue.parking and harness.ready() == [], "nobody else was admitted into r1's room"
-    harness.clock.now += 1.0  # the retry's back-off
+    harness.clock.advance(1.0)  # the retry's back-off
     retry = harness.cycle()
     assert retry is not None and retry[0].name == "r1"
     reserved = retry[1].ledger.get("default", "uid-run-default-r1")

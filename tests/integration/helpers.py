@@ -6,7 +6,7 @@ import json
 import urllib.request
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, JSONObject, Kube
@@ -42,40 +42,6 @@ def term(**labels: str) -> dict[str, object]:
     return {"labelSelector": selector(**labels), "topologyKey": "kruntimes.io/runtime-pod"}
 
 
-def run_body(
-    name: str,
-    runtime: str = "python",
-    *,
-    namespace: str = NS,
-    labels: Mapping[str, str] | None = None,
-    requests: Mapping[str, str] | None = None,
-    affinity: Mapping[str, object] | None = None,
-    workspace: str | None = None,
-    cancel: bool = False,
-) -> JSONObject:
-    spec: dict[str, object] = {"runtime": runtime, "mode": {"task": {}}}
-    if requests is not None:
-        spec["resources"] = {"requests": dict(requests)}
-    if affinity is not None:
-        spec["affinity"] = dict(affinity)
-    if workspace is not None:
-        spec["workspace"] = {"name": workspace, "kind": "PersistentWorkspace", "apiGroup": "kruntimes.io/v1alpha1"}
-    if cancel:
-        spec["cancelRequested"] = True
-    return {
-        "apiVersion": "kruntimes.io/v1alpha1",
-        "kind": "Run",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-        "spec": spec,
-    }
-
-
-def create_run(kube: Kube, name: str, runtime: str = "python", **kwargs: Any) -> JSONObject:
-    body = run_body(name, runtime, **kwargs)
-    namespace = cast(str, at(body, "metadata", "namespace"))
-    return kube.create(RUNS.path(namespace), body).unwrap()
-
-
 def get_run(kube: Kube, name: str, namespace: str = NS) -> JSONObject:
     return kube.get(RUNS.path(namespace, name)).unwrap()
 
@@ -106,40 +72,6 @@ def set_run_phase(kube: Kube, name: str, phase: str, *, pod: str | None = None, 
         status["assignedPodUID"] = str(at(kube.get(PODS.path(namespace, pod)).unwrap(), "metadata", "uid"))
     body = json.dumps({"metadata": {"resourceVersion": at(current, "metadata", "resourceVersion")}, "status": status})
     return kube.patch_status(RUNS.path(namespace, name), body).unwrap()
-
-
-def make_pod(
-    kube: Kube,
-    name: str,
-    runtime: str,
-    *,
-    capacity: Mapping[str, str] | None = None,
-    namespace: str = NS,
-    ready: bool = True,
-) -> JSONObject:
-    """A Runtime Pod written by hand: Running, Ready, heartbeat fresh now (for tests without the simulator)."""
-    annotations = {f"kruntimes.io/capacity.{k}": v for k, v in (capacity or {}).items()}
-    body = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"runtime": runtime}, "annotations": annotations},
-        "spec": {"containers": [{"name": "runtimed", "image": "runtimed"}]},
-    }
-    created = kube.create(PODS.path(namespace), body).unwrap()
-    if not ready:
-        return created
-    stamp = now_text()
-    status = {
-        "metadata": {"resourceVersion": at(created, "metadata", "resourceVersion")},
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": stamp},
-                {"type": "kruntimes.io/RuntimedReady", "status": "True", "lastProbeTime": stamp, "lastTransitionTime": stamp},
-            ],
-        },
-    }
-    return kube.patch_status(PODS.path(namespace, name), json.dumps(status)).unwrap()
 
 
 def make_workspace(kube: Kube, name: str, runtime: str, *, namespace: str = NS) -> JSONObject:

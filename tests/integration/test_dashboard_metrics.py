@@ -11,9 +11,10 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from kruntimes.effects.kube import Kube
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import assigned, create_run, http_get, ready_pods, wait_until
+from .helpers import assigned, http_get, ready_pods, wait_until
 
 ALERTS = Path(__file__).resolve().parents[2] / "deploy" / "components" / "alerts"
 PROMQL_WORDS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "offset", "bool", "inf", "nan"})
@@ -56,7 +57,7 @@ def test_every_dashboard_and_alert_query_names_a_metric_the_scheduler_exports(
     server.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: ready_pods(server_kube) == 1, what="pod")
     sched = server_scheduler()
-    create_run(server_kube, "dash-1")
+    make_run(server_kube, "dash-1")
     wait_until(lambda: assigned(server_kube, "dash-1"), what="bind")
     assert sched.metrics_url is not None
     status, text = http_get(f"{sched.metrics_url}/metrics")

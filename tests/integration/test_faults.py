@@ -11,9 +11,10 @@ import time
 import pytest
 
 from kruntimes.effects.kube import Kube
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import ready_pods, assigned, get_run, at, create_run, max_usage_by_pod, run_writes, wait_until, waiting
+from .helpers import ready_pods, assigned, get_run, at, max_usage_by_pod, run_writes, wait_until, waiting
 
 
 def test_a_409_on_bind_releases_the_reservation_and_a_later_cycle_binds(
@@ -23,7 +24,7 @@ def test_a_409_on_bind_releases_the_reservation_and_a_later_cycle_binds(
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     sched = server_scheduler()
     server.faults.conflict("runs", subresource="status", count=1)
-    create_run(server_kube, "contested")
+    make_run(server_kube, "contested")
     try:
         pod = wait_until(lambda: assigned(server_kube, "contested"), timeout=30, what="bind after the conflict")
     except AssertionError as problem:  # say what the scheduler saw, for a failure under load
@@ -38,7 +39,7 @@ def test_a_409_on_bind_releases_the_reservation_and_a_later_cycle_binds(
     binds = [w for w in run_writes(server) if w.name == "contested" and at(w.object, "status", "phase") == "Scheduled"]
     assert len(binds) == 1
     wait_until(lambda: len(sched.ledger.get()) == 0, what="the reservation handed off to the observation")
-    create_run(server_kube, "second")
+    make_run(server_kube, "second")
     wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits: the pod is full")
     assert assigned(server_kube, "second") is None
 
@@ -53,7 +54,7 @@ def test_random_bind_conflicts_never_overcommit_a_pod(
     sched = server_scheduler(workers=4)
     names = [f"r-{i:02d}" for i in range(20)]
     for name in names:
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     wait_until(
         lambda: sum(1 for n in names if assigned(server_kube, n)) == 6, timeout=30, what="six bound despite conflicts"
     )
@@ -76,7 +77,7 @@ def test_informers_survive_a_dropped_watch_and_410_gone(
     # the proxy counts a watch once the server has answered it: drop the informer's as soon as it is open
     wait_until(lambda: server.faults.drop_watches("runs") >= 1, what="the Run informer's watch dropped")
     wait_until(lambda: all(r.id != expiry for r in server.faults.rules()), what="a watch answered 410 Expired")
-    create_run(server_kube, "during-relist")
+    make_run(server_kube, "during-relist")
     assert wait_until(lambda: assigned(server_kube, "during-relist"), timeout=30, what="bind after 410")
     assert runs.relists >= 1
 
@@ -94,7 +95,7 @@ def test_a_run_created_while_the_api_refuses_watches_is_scheduled_afterwards(
 
     # A scheduler ready with its list may not have opened its watch yet; the outage refuses it then.
     wait_until(lambda: server.faults.drop_watches("runs") >= 1 or refused(), timeout=30, what="the Run informer's watch dropped")
-    create_run(server_kube, "during-outage")
+    make_run(server_kube, "during-outage")
     wait_until(refused, timeout=30, what="a refused rewatch")
     assert not assigned(server_kube, "during-outage")
     server.faults.remove(outage)
@@ -128,13 +129,13 @@ def test_a_confirm_read_the_server_refuses_keeps_the_reservation_is_counted_and_
     sched = server_scheduler(ambiguous_hold=0.5)
     server.faults.error(500, "runs", subresource="status", verbs=("patch",), count=1, name="lost")
     refuse = server.faults.error(403, "runs", verbs=("get",), count=None, user_agent="kruntimes-scheduler/test-0")
-    create_run(server_kube, "lost")
+    make_run(server_kube, "lost")
     failures = {"kind": "forbidden"}
     wait_until(
         lambda: (sched.metrics.value("kruntimes_scheduler_bind_confirm_failures_total", failures) or 0) >= 2,
         timeout=30, what="two refused confirm reads",
     )
-    create_run(server_kube, "other")
+    make_run(server_kube, "other")
     wait_until(lambda: waiting(server_kube, "other"), timeout=30,
                what="the other Run waits: the slot stays held while no read settles it")
     assert not assigned(server_kube, "lost") and not assigned(server_kube, "other")

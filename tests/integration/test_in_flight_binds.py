@@ -21,9 +21,10 @@ from kruntimes.effects.leader import DEFAULT_LEASE_NAME, micro_time
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
 from kruntimes.effects.scheduling import CycleResult
 from kruntimes.pure.model.objects import RunKey
+from tests.builders import make_pod, make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import NS, assigned, at, create_run, get_run, make_pod, run_writes, wait_until
+from .helpers import NS, assigned, at, get_run, run_writes, wait_until
 from .servers import RealCluster, election_namespace
 
 ONE_BEAT = timedelta(minutes=30)
@@ -103,7 +104,7 @@ def test_a_replica_that_loses_its_lease_mid_bind_writes_nothing_more_forgets_its
     results = collect(alpha)
 
     rule = hold_bind(bare_server, "held")
-    create_run(bare_server_kube, "held")
+    make_run(bare_server_kube, "held")
     wait_until(lambda: fired(bare_server, rule) and len(alpha.ledger.get()) == 1, timeout=15, what="the bind in flight")
 
     set_lease_holder(bare_server, bare_server_kube, "intruder", seconds=3600)
@@ -121,7 +122,7 @@ def test_a_replica_that_loses_its_lease_mid_bind_writes_nothing_more_forgets_its
     assert len(alpha.ledger.get()) == 0
 
     # a standby now: a new Run is left alone while the intruder holds the Lease
-    create_run(bare_server_kube, "after")
+    make_run(bare_server_kube, "after")
     wait_until(lambda: alpha.state.get().run(RunKey(NS, "after")), timeout=15, what="alpha's cache sees the new Run")
     assert alpha.wait_leading(1.0) is False
     assert status_writes(bare_server, "after", agent) == 0
@@ -146,7 +147,7 @@ def test_a_run_deleted_while_its_bind_is_in_flight_ends_gone_and_leaks_no_capaci
     results = collect(scheduler)
 
     rule = hold_bind(bare_server, "doomed", seconds=3.0)  # the delete below is one quick request
-    create_run(bare_server_kube, "doomed")
+    make_run(bare_server_kube, "doomed")
     wait_until(lambda: fired(bare_server, rule) and len(scheduler.ledger.get()) == 1, timeout=15, what="the bind in flight")
     bare_server_kube.request("DELETE", RUNS.path(NS, "doomed")).unwrap()
 
@@ -157,7 +158,7 @@ def test_a_run_deleted_while_its_bind_is_in_flight_ends_gone_and_leaks_no_capaci
     wait_until(lambda: len(scheduler.ledger.get()) == 0, timeout=15, what="the reservation released")
 
     # the pod's one slot is free for the next Run
-    create_run(bare_server_kube, "later")
+    make_run(bare_server_kube, "later")
     assert wait_until(lambda: assigned(bare_server_kube, "later"), timeout=15, what="the next Run bound") == "p1"
     wait_until(lambda: len(scheduler.ledger.get()) == 0, timeout=15, what="the bind observed and its reservation handed off")
 

@@ -24,9 +24,10 @@ from kruntimes.effects.kube import LEASES, JSONObject, Kube
 from kruntimes.effects.leader import DEFAULT_LEASE_NAME
 from kruntimes.effects.runner import LeaderElectionOptions
 from tests.realserver.support import Events
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import assigned, at, create_run, max_usage_by_pod, ready_pods, wait_until, waiting
+from .helpers import assigned, at, max_usage_by_pod, ready_pods, wait_until, waiting
 from .servers import accepted_writes, election_namespace, scheduler_kubeconfig, status_writers
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 0.5
@@ -125,7 +126,7 @@ def test_only_the_leader_writes_a_standby_takes_over_and_sigterm_releases(
         )
 
     for i in range(3):
-        create_run(server_kube, f"before-{i}")
+        make_run(server_kube, f"before-{i}")
     for i in range(3):
         wait_until(lambda: assigned(server_kube, f"before-{i}"), timeout=30, what=f"before-{i}")
     assert set().union(*status_writers(server).values()) == {leader.user_agent}
@@ -138,7 +139,7 @@ def test_only_the_leader_writes_a_standby_takes_over_and_sigterm_releases(
         leader.popen.wait(10)
         killed_at = time.monotonic()
         for i in range(6):
-            create_run(server_kube, f"backlog-{i}")
+            make_run(server_kube, f"backlog-{i}")
         wait_until(lambda: _holder(server_kube, namespace) == standby.identity,
                    timeout=max(1.0, killed_at + LEASE_DURATION + RETRY_PERIOD + SLACK - time.monotonic()), what="takeover")
         history = _lease_versions_until(versions, [lease for lease in leases if at(lease, "metadata", "name") == DEFAULT_LEASE_NAME],
@@ -208,14 +209,14 @@ def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
                timeout=30, what="leader sees 1 slot")
     assert any(p.capacity.get("runs") == 2 for p in standby.state.get().pods_of("default", "python")), "the standby's cache went stale"
 
-    create_run(server_kube, "first")
+    make_run(server_kube, "first")
     wait_until(lambda: assigned(server_kube, "first"), timeout=30, what="first bound")
-    create_run(server_kube, "second")
+    make_run(server_kube, "second")
     wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits")
 
     assert leader.stop(timeout=10)  # releases the lease: the standby takes over at once
     assert standby.wait_leading(30)  # the lease, a fresh relist, then workers
-    create_run(server_kube, "third")  # a fresh key for the new leader; "second" was re-planned on taking over
+    make_run(server_kube, "third")  # a fresh key for the new leader; "second" was re-planned on taking over
     wait_until(lambda: waiting(server_kube, "third"), timeout=30, what="third waits")
     assert assigned(server_kube, "second") is None
     assert all(peak <= 1 for peak in max_usage_by_pod(server).values()), max_usage_by_pod(server)
@@ -237,7 +238,7 @@ def test_runs_met_while_a_slow_renewal_closed_the_write_gate_are_bound_once_it_r
     server.faults.latency(2.0, "leases", count=1)  # the next renewal answers 2 s after it started
     names = [f"gated-{i}" for i in range(30)]
     for name in names:  # a Run every 0.1 s, across the window in which the gate is closed
-        create_run(server_kube, name)
+        make_run(server_kube, name)
         time.sleep(0.1)
     assert "not_leader" in outcomes, "the gate never closed: the test proves nothing"
     assert wait_until(lambda: all(assigned(server_kube, name) for name in names), timeout=30, what="every Run bound")

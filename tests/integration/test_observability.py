@@ -12,9 +12,10 @@ from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.kube import Kube
 
 from tests.operator_metrics import OPERATOR_LABELS, RUNTIME_PREFIXES, base_name
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import ready_pods, assigned, create_run, http_get, wait_until, waiting
+from .helpers import ready_pods, assigned, http_get, wait_until, waiting
 
 COUNTERS = {
     "kruntimes_scheduler_sync_total": {"result": {"scheduled", "no_pods", "selection_error"}},
@@ -46,9 +47,9 @@ def test_metrics_expose_exactly_the_spec_families_with_closed_label_values(
     server.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: _pods(server_kube) == 1, what="pod")
     sched = server_scheduler()
-    create_run(server_kube, "m-1")
+    make_run(server_kube, "m-1")
     wait_until(lambda: assigned(server_kube, "m-1"), what="bind")
-    create_run(server_kube, "m-2", labels={"team": "secret-team"})
+    make_run(server_kube, "m-2", labels={"team": "secret-team"})
     wait_until(lambda: waiting(server_kube, "m-2"), what="wait")
     assert sched.metrics_url is not None and sched.health_url is not None
     status, text = http_get(f"{sched.metrics_url}/metrics")
@@ -128,7 +129,7 @@ def test_the_cycle_log_of_a_run_replays_with_every_record_identical(
         {"weight": 50, "runAffinityTerm": {"labelSelector": {"matchLabels": {"g": "1"}}, "topologyKey": "kruntimes.io/runtime-pod"}}
     ]}}
     for i in range(6):
-        create_run(server_kube, f"c-{i}", labels={"g": "1"}, affinity=affinity)
+        make_run(server_kube, f"c-{i}", labels={"g": "1"}, affinity=affinity)
     wait_until(lambda: sum(1 for i in range(6) if assigned(server_kube, f"c-{i}")) == 4, what="four bound")
     wait_until(lambda: all(assigned(server_kube, f"c-{i}") or waiting(server_kube, f"c-{i}") for i in range(6)), what="decided")
     writer = sched.cycle_log

@@ -10,9 +10,10 @@ import pytest
 
 from kruntimes.effects.kube import Kube
 from kruntimes.effects.runner import LeaderElectionOptions
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import assigned, create_run, events_for, ready_pods, wait_until, waiting
+from .helpers import assigned, events_for, ready_pods, wait_until, waiting
 from .servers import election_namespace
 
 
@@ -28,8 +29,8 @@ def test_a_refused_events_api_still_binds_and_is_counted_and_warned_about_once(
     server.faults.error(403, "events", verbs=("create", "patch"), count=None)
     caplog.set_level(logging.WARNING, logger="kruntimes.effects.events")
     sched = server_scheduler()
-    create_run(server_kube, "ev-1")
-    create_run(server_kube, "ev-2")
+    make_run(server_kube, "ev-1")
+    make_run(server_kube, "ev-2")
     wait_until(lambda: assigned(server_kube, "ev-1") and assigned(server_kube, "ev-2"), timeout=30, what="both bound")
     # a Run's Event is queued once the scheduler has its bind's answer, which may be after the test
     # reads the bound Run: a flush now could find the second one not queued yet
@@ -50,7 +51,7 @@ def test_a_refused_status_write_counts_as_a_write_failure_and_a_4xx_patch(
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     server.faults.error(403, "runs", subresource="status", verbs=("patch",), count=1)
     sched = server_scheduler()
-    create_run(server_kube, "st-1")
+    make_run(server_kube, "st-1")
     wait_until(lambda: assigned(server_kube, "st-1"), timeout=30, what="bound after the retry")
     # the worker counts its cycle once the patch's answer is back, which may be after this test sees the bind
     wait_until(
@@ -74,9 +75,9 @@ def test_the_leader_gauge_is_one_on_the_leader_only_and_waiting_runs_show_on_it(
     standby = server_scheduler(identity="beta", leader_election=election)
     assert leader.metrics.value("kruntimes_scheduler_leader") == 1
     assert standby.metrics.value("kruntimes_scheduler_leader") == 0
-    create_run(server_kube, "w-1")
+    make_run(server_kube, "w-1")
     wait_until(lambda: assigned(server_kube, "w-1"), timeout=30, what="bind")
-    create_run(server_kube, "w-2")
+    make_run(server_kube, "w-2")
     wait_until(lambda: waiting(server_kube, "w-2"), timeout=30, what="wait")
     wait_until(lambda: leader.metrics.value("kruntimes_scheduler_waiting_runs", {"reason": "capacity"}) == 1, timeout=30, what="parked")
     assert standby.metrics.value("kruntimes_scheduler_waiting_runs", {"reason": "capacity"}) == 0

@@ -21,9 +21,10 @@ from kruntimes.devcluster.faults import RequestInfo
 from kruntimes.effects.kube import PODS, RUNS, Kube, load_configuration
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.client import MANAGER, USER_AGENT, ClientSettings, SimulatorClient, TokenBucket, fleets
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import NS, at, create_run, get_run, max_usage_by_pod, run_writes, set_run_phase, wait_until
+from .helpers import NS, at, get_run, max_usage_by_pod, run_writes, set_run_phase, wait_until
 from .servers import accepted_writes, proxied_kubeconfig
 
 ClientFactory = Callable[..., SimulatorClient]
@@ -103,7 +104,7 @@ def test_runs_the_scheduler_binds_run_and_succeed_without_overcommitting_a_pod(
     bare_server_scheduler()
     names = [f"r{i}" for i in range(12)]
     for name in names:
-        create_run(bare_kube, name)
+        make_run(bare_kube, name)
     wait_until(lambda: all(phase(bare_kube, n) == "Succeeded" for n in names), timeout=60, what="every Run to succeed")
     assert max(max_usage_by_pod(bare_server).values()) <= 2
     phases: list[str] = []
@@ -121,7 +122,7 @@ def test_a_bound_run_whose_cancellation_is_requested_is_cancelled(bare_server_ku
     bare_kube = bare_server_kube
     sim(replicas=1, runs=decide.RunSettings(duration=600.0))
     wait_until(lambda: ready_pods(bare_kube, 1), timeout=30, what="a ready pod")
-    create_run(bare_kube, "job")
+    make_run(bare_kube, "job")
     set_run_phase(bare_kube, "job", "Scheduled", pod="python-0")
     wait_until(lambda: phase(bare_kube, "job") == "Running", timeout=30, what="the run to start")
     current = get_run(bare_kube, "job")
@@ -134,7 +135,7 @@ def test_runs_end_failed_in_the_share_asked_for(bare_server_kube: Kube, sim: Cli
     bare_kube = bare_server_kube
     sim(replicas=1, runs=decide.RunSettings(duration=0.05, fail_percent=100))
     wait_until(lambda: ready_pods(bare_kube, 1), timeout=30, what="a ready pod")
-    create_run(bare_kube, "job")
+    make_run(bare_kube, "job")
     set_run_phase(bare_kube, "job", "Scheduled", pod="python-0")
     wait_until(lambda: phase(bare_kube, "job") in ("Succeeded", "Failed"), timeout=30, what="the run to end")
     assert phase(bare_kube, "job") == "Failed"
@@ -156,7 +157,7 @@ def test_a_conflict_is_retried_from_a_fresh_read(bare_server: Server, bare_serve
     bare_kube = bare_server_kube
     client = sim(replicas=1)
     wait_until(lambda: ready_pods(bare_kube, 1), timeout=30, what="a ready pod")
-    create_run(bare_kube, "job")
+    make_run(bare_kube, "job")
     bare_server.faults.add(FaultRule("conflict", frozenset({"patch"}), frozenset({"runs"}), "status", remaining=1, user_agent=USER_AGENT))
     set_run_phase(bare_kube, "job", "Scheduled", pod="python-0")
     wait_until(lambda: phase(bare_kube, "job") == "Succeeded", timeout=30, what="the run to succeed despite a conflict")
@@ -192,7 +193,7 @@ def test_stopping_stops_writing(bare_server: Server, bare_server_kube: Kube, sim
     wait_until(lambda: len(simulator_writes(bare_server)) > written, timeout=30, what="a heartbeat written")
     client.stop()
     stopped = len(simulator_writes(bare_server))
-    create_run(bare_kube, "late")
+    make_run(bare_kube, "late")
     set_run_phase(bare_kube, "late", "Scheduled", pod="python-0")  # a running client would run it at once
     time.sleep(3.0)  # three heartbeats' time at least (lastProbeTime moves once a second)
     assert simulator_writes(bare_server)[stopped:] == []

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 
 from kruntimes.effects.kube import Kube
+from tests.builders import make_pod, make_run
 
 from .conftest import SchedulerFactory, Server
 from .helpers import (
     ready_pods,
     assigned,
     at,
-    create_run,
     events_for,
     get_run,
     max_usage_by_pod,
@@ -19,7 +19,6 @@ from .helpers import (
     term,
     wait_until,
     waiting,
-    make_pod,
 )
 
 
@@ -29,7 +28,7 @@ def test_a_pending_run_is_bound_with_the_scheduled_condition_and_an_event(
     server.add_runtime("python", replicas=2, capacity={"runs": "2"})
     wait_until(lambda: ready_pods(server_kube) == 2, what="pods")
     sched = server_scheduler()
-    create_run(server_kube, "basic")
+    make_run(server_kube, "basic")
     pod = wait_until(lambda: assigned(server_kube, "basic"), what="bind")
     run = get_run(server_kube, "basic")
     assert pod in ("python-0", "python-1")
@@ -59,17 +58,17 @@ def test_waiting_runs_get_the_exact_pending_messages(
 ) -> None:
     server_kube = bare_server_kube
     make_pod(server_kube, "busy-0", "busy", capacity={"runs": "4"})
-    create_run(server_kube, "holder", "busy", labels={"app": "db"})
+    make_run(server_kube, "holder", "busy", labels={"app": "db"})
     set_run_phase(server_kube, "holder", "Running", pod="busy-0")
     sched = bare_server_scheduler()
-    create_run(server_kube, "no-pods", "absent")
-    create_run(server_kube, "affine", "busy", labels={"app": "web"}, affinity={
+    make_run(server_kube, "no-pods", "absent")
+    make_run(server_kube, "affine", "busy", labels={"app": "web"}, affinity={
         "runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app="cache")]}
     })
-    create_run(server_kube, "anti", "busy", affinity={
+    make_run(server_kube, "anti", "busy", affinity={
         "runAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app="db")]}
     })
-    create_run(server_kube, "needs-ws", "busy", workspace="scratch")
+    make_run(server_kube, "needs-ws", "busy", workspace="scratch")
     expected = {
         "no-pods": 'waiting for available runtime pods for runtime "absent"',
         "affine": 'waiting for available runtime pods satisfying required Run affinity for runtime "busy"',
@@ -106,7 +105,7 @@ def test_forty_runs_fill_exactly_the_capacity_and_no_pod_is_ever_over_it(
     wait_until(lambda: ready_pods(server_kube) == 6, what="pods")
     sched = server_scheduler(workers=4)
     for i in range(40):
-        create_run(server_kube, f"load-{i:02d}")
+        make_run(server_kube, f"load-{i:02d}")
     names = [f"load-{i:02d}" for i in range(40)]
 
     def bound() -> list[str]:
@@ -133,7 +132,7 @@ def test_a_required_affinity_cohort_lands_on_one_pod(
     server_scheduler(workers=4)
     affinity = {"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(cohort="a")]}}
     for i in range(4):
-        create_run(server_kube, f"cohort-{i}", labels={"cohort": "a"}, affinity=affinity)
+        make_run(server_kube, f"cohort-{i}", labels={"cohort": "a"}, affinity=affinity)
     pods = [wait_until(lambda: assigned(server_kube, f"cohort-{i}"), what=f"cohort-{i}") for i in range(4)]
     assert len(set(pods)) == 1
 
@@ -147,7 +146,7 @@ def test_required_anti_affinity_spreads_runs_over_pods(
     affinity = {"runAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app="spread")]}}
     names = [f"spread-{i}" for i in range(4)]
     for name in names:
-        create_run(server_kube, name, labels={"app": "spread"}, affinity=affinity)
+        make_run(server_kube, name, labels={"app": "spread"}, affinity=affinity)
     # which three are bound depends on which workers win their reservations; that three are does not
     wait_until(lambda: all(assigned(server_kube, n) or waiting(server_kube, n) for n in names), what="all four decided")
     pods = [pod for pod in (assigned(server_kube, n) for n in names) if pod]
@@ -171,14 +170,14 @@ def test_weighted_scoring_picks_runtime_c_in_the_spec_example(
         ("on-b-2", "runtime-b", {}),
         ("on-c", "runtime-c", {"zone": "blue"}),
     ):
-        create_run(server_kube, name, "ws", labels=labels)
+        make_run(server_kube, name, "ws", labels=labels)
         set_run_phase(server_kube, name, "Running", pod=pod)
     bare_server_scheduler()
     preferred = [
         {"weight": 1, "runAffinityTerm": term(zone="blue")},
         {"weight": 1, "runAffinityTerm": term(tier="gold")},
     ]
-    create_run(server_kube, "new", "ws", affinity={"runAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}})
+    make_run(server_kube, "new", "ws", affinity={"runAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}})
     assert wait_until(lambda: assigned(server_kube, "new"), what="bind") == "runtime-c"
 
 
@@ -187,9 +186,9 @@ def test_cancel_and_invalid_input_end_in_terminal_statuses(
 ) -> None:
     server.add_runtime("python", replicas=1)
     server_scheduler()
-    create_run(server_kube, "cancelled", cancel=True)
-    create_run(server_kube, "bad-resources", requests={"runs": "500m"})
-    create_run(server_kube, "bad-affinity", affinity={
+    make_run(server_kube, "cancelled", cancel=True)
+    make_run(server_kube, "bad-resources", requests={"runs": "500m"})
+    make_run(server_kube, "bad-affinity", affinity={
         "runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}, "topologyKey": "kruntimes.io/runtime-pod"}
         ]}

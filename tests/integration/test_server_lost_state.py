@@ -34,8 +34,9 @@ from kruntimes.effects.leader import DEFAULT_LEASE_NAME
 from kruntimes.effects.metrics import ServerReset
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions
 from tests.controlplane.server import ControlPlane
+from tests.builders import make_pod, make_run
 
-from .helpers import NS, TEST_AGENT, assigned, at, create_run, get_run, make_pod, wait_until
+from .helpers import NS, TEST_AGENT, assigned, at, get_run, wait_until
 from .servers import SCHEDULER_ACCOUNT
 
 BIND_TIMEOUT = 60.0
@@ -179,7 +180,7 @@ def bind_one_then_lose_the_state(server: LosableServer, scheduler: Scheduler, di
     """A one-slot pod, filled by a Run; then the server loses everything."""
     before = client(server, directory, TEST_AGENT)
     make_pod(before, "pod", "python", capacity={"runs": "1"}, namespace=server.namespace)
-    create_run(before, "before", "python", namespace=server.namespace)
+    make_run(before, "before", "python", namespace=server.namespace)
     wait_until(lambda: assigned(before, "before", server.namespace), timeout=BIND_TIMEOUT, what="the first Run to bind")
     before.close()
     server.restart_with_lost_state()
@@ -189,7 +190,7 @@ def a_new_run_binds_to_the_new_pod(server: LosableServer, directory: Path) -> No
     after = client(server, directory, TEST_AGENT)
     try:
         pod = make_pod(after, "pod", "python", capacity={"runs": "1"}, namespace=server.namespace)
-        create_run(after, "after", "python", namespace=server.namespace)
+        make_run(after, "after", "python", namespace=server.namespace)
         bound = wait_until(
             lambda: assigned(after, "after", server.namespace), timeout=BIND_TIMEOUT,
             what="the Run created after the loss to bind",

@@ -19,9 +19,10 @@ from kruntimes.pure.sharding import GROUP_LABEL
 from tests.controlplane import session as controlplane
 from tests.controlplane.server import ControlPlane
 from tests.realserver.support import REPO, apply_rendered
+from tests.builders import make_pod, make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import assigned, at, create_run, make_pod, wait_until
+from .helpers import assigned, at, wait_until
 from .servers import election_namespace, status_writers
 
 NAMESPACES = ("team-a", "team-b", "team-c", "team-d")
@@ -123,7 +124,7 @@ def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
         assert len(replica.informers) == (3 * len(replica.shard.owned) if listed else 3)
     for namespace in NAMESPACES:
         for i in range(3):
-            create_run(bare_kube, f"run-{i}", namespace=namespace)
+            make_run(bare_kube, f"run-{i}", namespace=namespace)
     assert wait_until(
         lambda: all(assigned(bare_kube, f"run-{i}", ns) for ns in NAMESPACES for i in range(3)), timeout=30
     ), "Runs were not bound in every namespace"
@@ -148,7 +149,7 @@ def test_replicas_share_one_event_budget_rather_than_each_spending_all_of_it(
     assert wait_until(lambda: _all_open(alpha, beta) and len(a_shard.owned) == len(b_shard.owned) == 2, timeout=30)
     for namespace in NAMESPACES:
         for i in range(3):
-            create_run(bare_kube, f"run-{i}", namespace=namespace)
+            make_run(bare_kube, f"run-{i}", namespace=namespace)
     assert wait_until(lambda: all(assigned(bare_kube, f"run-{i}", ns) for ns in NAMESPACES for i in range(3)), timeout=30)
 
     def scheduled_events() -> int:
@@ -182,7 +183,7 @@ def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_ther
                       timeout=LEASE_DURATION / 2), "beta's namespaces were not handed over before its Leases could expire"
     assert all(owner == "alpha" for owner in _owners(bare_server, bare_kube).values())
     for namespace in moved:
-        create_run(bare_kube, "late", namespace=namespace)
+        make_run(bare_kube, "late", namespace=namespace)
     assert wait_until(lambda: all(assigned(bare_kube, "late", ns) for ns in moved), timeout=30)
     writers = status_writers(bare_server)
     assert all(writers.get(ns) == {"kruntimes-scheduler/alpha"} for ns in moved)

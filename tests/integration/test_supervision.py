@@ -24,9 +24,10 @@ from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.model.objects import Object, RunKey
 from kruntimes.pure.readers.kube import DecodeError, decode_run
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import NS, assigned, at, create_run, http_get, phase_of, ready_pods, wait_until
+from .helpers import NS, assigned, at, http_get, phase_of, ready_pods, wait_until
 from .servers import election_namespace, status_writers
 
 MARKER = "marker-from-the-hostile-object"
@@ -59,13 +60,13 @@ def test_a_run_whose_decoding_raises_is_skipped_and_every_other_run_is_still_sch
     monkeypatch.setattr(informer_module, "decode_run", _decoder_raising_for("hostile-listed", "hostile-watched"))
     server.add_runtime("python", replicas=1, capacity={"runs": "10"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
-    create_run(server_kube, "hostile-listed", labels={"k": MARKER})
+    make_run(server_kube, "hostile-listed", labels={"k": MARKER})
     caplog.set_level(logging.ERROR, logger="kruntimes.effects.threads")
     sched = server_scheduler()  # ready means its caches synced: the first list went past the hostile Run
-    create_run(server_kube, "hostile-watched", labels={"k": MARKER})
+    make_run(server_kube, "hostile-watched", labels={"k": MARKER})
     ordinary = [f"ordinary-{i}" for i in range(3)]
     for name in ordinary:
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     wait_until(lambda: all(assigned(server_kube, name) for name in ordinary), timeout=30, what="every other Run bound")
 
     assert phase_of(server_kube, "hostile-listed") == "" and phase_of(server_kube, "hostile-watched") == "", "skipped, never written"
@@ -95,11 +96,11 @@ def test_a_cycle_that_raises_for_one_run_backs_that_run_off_and_the_workers_go_o
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     caplog.set_level(logging.ERROR, logger="kruntimes.effects.threads")
     sched = server_scheduler(workers=1)  # one worker: were it to die, nothing after the cursed Run would bind
-    create_run(server_kube, "cursed")
+    make_run(server_kube, "cursed")
     wait_until(lambda: _skipped(sched, "worker", "cycle") >= 1, timeout=30, what="the failed cycle counted")
     others = [f"after-{i}" for i in range(3)]
     for name in others:
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     wait_until(lambda: all(assigned(server_kube, name) for name in others), timeout=30, what="the Runs after it bound")
     assert f"{NS}/cursed" in {getattr(record, "object", None) for record in caplog.records}
     assert sched.failure is None and sched.healthy()
@@ -134,7 +135,7 @@ def test_a_thread_that_cannot_continue_fails_both_probes_writes_nothing_and_hand
     monkeypatch.setattr(runs_informer, "_handle", broken)
     url = leader.health_url
     assert url is not None
-    create_run(server_kube, "trigger")
+    make_run(server_kube, "trigger")
     wait_until(lambda: http_get(url + "/readyz")[0] == 503, timeout=30, what="/readyz failing")
     assert http_get(url + "/healthz")[0] == 503
     assert http_get(url + "/livez")[0] == 503  # the liveness name newer components use: the same answer
@@ -143,7 +144,7 @@ def test_a_thread_that_cannot_continue_fails_both_probes_writes_nothing_and_hand
 
     assert leader.stop(timeout=10)
     wait_until(lambda: _holder(server_kube, election.namespace) == "beta", timeout=15, what="the standby took the released Lease")
-    create_run(server_kube, "after")
+    make_run(server_kube, "after")
     wait_until(lambda: assigned(server_kube, "trigger") and assigned(server_kube, "after"), timeout=30, what="the standby binds both")
     assert set().union(*status_writers(server).values()) == {"kruntimes-scheduler/beta"}
     assert standby.failure is None

@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from kruntimes.effects.kube import PODS, Kube
+from tests.builders import make_pod, make_run
 
 from .conftest import SchedulerFactory, Server
-from .helpers import NS, assigned, at, create_run, get_run, make_pod, wait_until, waiting
+from .helpers import NS, assigned, at, get_run, wait_until, waiting
 
 POD = "python-0"
 FULL = 'waiting for available runtime pods for runtime "python"'
@@ -30,17 +31,17 @@ def test_a_pod_deleted_and_created_again_under_its_name_takes_new_runs_up_to_its
     # pods written by hand beat once: a window this long keeps them fresh however slow the machine
     bare_server_scheduler(heartbeat_stale_after=timedelta(minutes=30))
     for name in ("old-1", "old-2"):
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     wait_until(lambda: all(_on(server_kube, name, first) for name in ("old-1", "old-2")), timeout=30, what="the first pod filled")
 
     server_kube.delete(PODS.path(NS, POD)).unwrap()
     second = str(at(make_pod(server_kube, POD, "python", capacity={"runs": "2"}), "metadata", "uid"))
     assert second != first
     for name in ("new-1", "new-2"):
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     wait_until(lambda: all(_on(server_kube, name, second) for name in ("new-1", "new-2")), timeout=30, what="the new pod filled")
 
-    create_run(server_kube, "new-3")  # the new pod is full with its own two Runs
+    make_run(server_kube, "new-3")  # the new pod is full with its own two Runs
     assert at(wait_until(lambda: waiting(server_kube, "new-3"), timeout=30, what="new-3 waiting"), "status", "message") == FULL
     assert assigned(server_kube, "new-3") is None
     for name in ("old-1", "old-2"):  # left to the controller: still Scheduled, on the pod that is gone

@@ -10,6 +10,7 @@ import json
 from datetime import datetime
 
 from kruntimes.effects.kube import Kube
+from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
 from .helpers import (
@@ -17,7 +18,6 @@ from .helpers import (
     assigned,
     at,
     set_workspace_status,
-    create_run,
     make_workspace,
     set_run_phase,
     term,
@@ -38,9 +38,9 @@ def test_a_run_waiting_for_capacity_is_bound_on_its_release_not_at_the_safety_ne
     server.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     sched = server_scheduler(safety_net=SAFETY_NET)
-    create_run(server_kube, "holder")
+    make_run(server_kube, "holder")
     wait_until(lambda: assigned(server_kube, "holder"), timeout=30, what="holder bound")
-    create_run(server_kube, "waiter")
+    make_run(server_kube, "waiter")
     wait_until(lambda: waiting(server_kube, "waiter"), timeout=30, what="waiter waits")
     before = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"})
     set_run_phase(server_kube, "holder", "Succeeded")
@@ -55,9 +55,9 @@ def test_a_run_waiting_for_capacity_is_bound_when_a_new_pod_is_ready_not_at_the_
     server.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     sched = server_scheduler(safety_net=SAFETY_NET)
-    create_run(server_kube, "first")
+    make_run(server_kube, "first")
     wait_until(lambda: assigned(server_kube, "first"), timeout=30, what="first bound")
-    create_run(server_kube, "second")
+    make_run(server_kube, "second")
     wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits")
     server_kube.patch(f"{RUNTIMES}/python", json.dumps({"spec": {"replicas": 2}})).unwrap()
     assert wait_until(lambda: assigned(server_kube, "second"), timeout=WOKEN, what="second woken by the new pod") == "python-1"
@@ -72,10 +72,10 @@ def test_heartbeats_that_change_nothing_wake_nothing(
     wait_until(lambda: ready_pods(server_kube) == 2, timeout=30, what="pods")
     sched = server_scheduler(safety_net=SAFETY_NET)
     for name in ("a", "b"):
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     for name in ("a", "b"):
         wait_until(lambda: assigned(server_kube, name), timeout=30, what=f"{name} bound")
-    create_run(server_kube, "c")
+    make_run(server_kube, "c")
     wait_until(lambda: waiting(server_kube, "c"), timeout=30, what="c waits")
 
     def wakeups() -> tuple[float | None, float | None]:
@@ -113,7 +113,7 @@ def test_a_run_waiting_for_its_workspace_is_bound_when_the_workspace_is_bound(
     make_workspace(server_kube, "scratch", "python")
     set_workspace_status(server_kube, "scratch", "Lost")  # unavailable: the Run must wait
     server_scheduler(safety_net=SAFETY_NET)
-    create_run(server_kube, "needs-ws", workspace="scratch")
+    make_run(server_kube, "needs-ws", workspace="scratch")
     run = wait_until(lambda: waiting(server_kube, "needs-ws"), timeout=30, what="run waits for its workspace")
     assert at(run, "status", "message") == 'waiting for workspace "scratch" placement for runtime "python"'
     set_workspace_status(server_kube, "scratch", "Bound", "python-1")
@@ -145,7 +145,7 @@ def test_a_backlog_drains_in_creation_order_at_about_one_cycle_per_bind(
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     names = [f"r{i:02d}" for i in range(30)]
     for name in names:
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     sched = server_scheduler(safety_net=SAFETY_NET)
     order: list[str] = []
 
@@ -169,11 +169,11 @@ def test_a_run_waiting_on_affinity_at_the_head_of_the_queue_does_not_hold_back_t
     server.add_runtime("python", replicas=1, capacity={"runs": "1"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     server_scheduler(safety_net=SAFETY_NET)
-    create_run(server_kube, "holder")
+    make_run(server_kube, "holder")
     wait_until(lambda: assigned(server_kube, "holder"), timeout=30, what="holder bound")
     # oldest in line: a Run that needs a partner nobody runs (and its own labels do not seed it)
-    create_run(server_kube, "picky", affinity={"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app="db")]}})
-    create_run(server_kube, "plain")
+    make_run(server_kube, "picky", affinity={"runAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(app="db")]}})
+    make_run(server_kube, "plain")
     wait_until(lambda: waiting(server_kube, "picky") and waiting(server_kube, "plain"), timeout=30, what="both wait")
     set_run_phase(server_kube, "holder", "Succeeded")
     assert wait_until(lambda: assigned(server_kube, "plain"), timeout=WOKEN, what="plain bound") == "python-0"
@@ -190,7 +190,7 @@ def test_runs_that_waited_for_pods_bind_in_line_as_slots_free_not_behind_later_r
     server_scheduler(safety_net=SAFETY_NET)
     created = [f"r{i}" for i in range(6)]
     for name in created:
-        create_run(server_kube, name)
+        make_run(server_kube, name)
     wait_until(lambda: all(waiting(server_kube, name) for name in created), timeout=30, what="every Run waits for pods")
     server.add_runtime("python", replicas=1, capacity={"runs": "2"})
     order: list[str] = []
@@ -200,7 +200,7 @@ def test_runs_that_waited_for_pods_bind_in_line_as_slots_free_not_behind_later_r
         return found if len(found) >= want else None
 
     order.extend(wait_until(lambda: newly_bound(2), timeout=WOKEN, what="the pod's first two binds"))
-    create_run(server_kube, "z-later")  # ("z": after every r* even within the same creation second)
+    make_run(server_kube, "z-later")  # ("z": after every r* even within the same creation second)
     created.append("z-later")
     wait_until(lambda: waiting(server_kube, "z-later"), timeout=30, what="the later Run waits for room")
     finished: set[str] = set()

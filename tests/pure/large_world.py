@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, Reservation, RuntimePod, SchedulerConfig
 from kruntimes.pure.placement import MIN_PODS
 from kruntimes.pure.state.cluster import Event
-from tests.pure.builders import NOW, Json, affinity_json, decoded_pod, decoded_run, term
+from tests.builders import NOW, Json, affinity_json, decoded_pod, decoded_run, term
 from tests.pure.ranking_world import (
     ELSEWHERE,
     HEALTHS,

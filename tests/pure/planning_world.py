@@ -3,7 +3,7 @@
 ``plan_cycle`` takes a ``Snapshot``; these helpers build one from a few pods
 (with their usage), affinity targets and a Run, without the cluster state or
 the ledger, so a planning test states exactly the world the planner sees.
-Records come from :mod:`tests.pure.builders` (JSON → decode), so every pod and
+Records come from :mod:`tests.builders` (JSON → decode), so every pod and
 Run here is one the decoder could really produce.
 """
 
@@ -30,7 +30,7 @@ from kruntimes.pure.model.objects import (
 )
 from kruntimes.pure.model.plan import Plan, Rejections
 from kruntimes.pure.model.quantity import Amount
-from tests.pure.builders import NOW, NOW_TEXT, decoded_pod
+from tests.builders import NOW, NOW_TEXT, decoded_pod
 
 __all__ = ["NOW", "plan", "rejections_map", "reservation", "slot", "snapshot", "target"]
 
@@ -49,7 +49,7 @@ def slot(
 ) -> PodSlot:
     """A Runtime Pod (by default Running, Ready, heartbeat fresh at ``NOW``) with ``usage``.
 
-    The pod options mean what they mean in :func:`tests.pure.builders.pod_json`.
+    The pod options mean what they mean in :func:`tests.builders.pod_json`.
     """
     built = decoded_pod(
         name,

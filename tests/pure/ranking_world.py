@@ -1,7 +1,7 @@
 """Generated worlds in which the ranking decides: hypothesis strategies for planning properties.
 
 A world is what the informers and the ledger hold — Runtime Pods, Runs,
-workspaces (decoded from JSON by :mod:`tests.pure.builders`) and reservations —
+workspaces (decoded from JSON by :mod:`tests.builders`) and reservations —
 plus the Run to plan. ``World.snapshot()`` goes through ``from_objects`` (or a first list
 and watch events after it: :mod:`tests.pure.large_world`) and ``step.plan`` (sync, then
 ``snapshot.take``) as the scheduler does, so a property over it checks the cluster state's
@@ -53,7 +53,7 @@ from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.step import plan
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.model.objects import Object
-from tests.pure.builders import (
+from tests.builders import (
     NOW,
     Json,
     affinity_json,

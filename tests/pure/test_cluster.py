@@ -13,7 +13,7 @@ from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.model.objects import LabelSelector, Labels, Operator, Requirement, Run, RunKey, RuntimePod, Target
 from kruntimes.pure.model.quantity import Amount
-from tests.pure.builders import active_run, decoded_pod, decoded_run, decoded_workspace
+from tests.builders import active_run, decoded_pod, decoded_run, decoded_workspace
 
 
 def added(*objects: Object) -> ClusterState:

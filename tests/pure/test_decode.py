@@ -22,7 +22,7 @@ from kruntimes.pure.readers.kube import (
 )
 from kruntimes.pure.model.objects import HEARTBEAT_CONDITION, RunAffinity, SchedulerConfig, frozen_labels, frozen_resources
 from kruntimes.pure.model.resources import fits
-from tests.pure.builders import (
+from tests.builders import (
     NOW,
     affinity_json,
     at,

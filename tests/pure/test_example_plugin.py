@@ -12,7 +12,7 @@ from kruntimes.pure.explain import explain
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.plan import Bind, Wait
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from tests.pure.builders import affinity_json, decoded_run, decoded_workspace, term
+from tests.builders import affinity_json, decoded_run, decoded_workspace, term
 from tests.pure.example_plugin import WITH_AVOID_DRAINING, waiting_for_undrained
 from tests.pure.planning_world import plan, slot, snapshot, target
 

@@ -28,7 +28,7 @@ from kruntimes.pure.model.plan import Bind, CycleError, Wait
 from kruntimes.pure.plugins.affinity import RunAffinity
 from kruntimes.pure.plugins.least_loaded import LeastLoaded
 from kruntimes.pure.plugins.preferred import PreferredRunAffinity
-from tests.pure.builders import decoded_run
+from tests.builders import decoded_run
 from tests.pure.planning_world import plan, rejections_map, slot, snapshot
 
 # --- a custom filter and a custom score plugin, shaped as the README shows --------------------

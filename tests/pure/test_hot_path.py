@@ -24,7 +24,7 @@ from kruntimes.pure.model.plan import PodScore
 from kruntimes.pure.framework.batch import BatchFilter
 from kruntimes.pure.plugins.least_loaded import fast_group_starts, group_starts, runs_only_keys, scaled_keys
 from kruntimes.pure.model.resources import add
-from tests.pure.builders import active_run, decoded_pod
+from tests.builders import active_run, decoded_pod
 from tests.pure.planning_world import slot
 from tests.pure.test_plan_properties import World, worlds
 

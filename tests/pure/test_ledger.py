@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from returns.pipeline import is_successful
 from returns.result import Result
 
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
-from kruntimes.pure.model.objects import Object
+from kruntimes.pure.state.cluster import ClusterState, Event, apply
 from kruntimes.pure.ledger import (
     EMPTY_LEDGER,
     Ledger,
@@ -27,11 +26,7 @@ from kruntimes.pure.ledger import (
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.step import plan
-from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
-
-
-def world(*objects: Object) -> ClusterState:
-    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
+from tests.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term, world
 
 
 def granted(ledger: Ledger, state: ClusterState, run: Run, pod: str = "a") -> Ledger:

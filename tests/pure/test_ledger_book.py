@@ -36,7 +36,7 @@ from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKe
 from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.snapshot import pod_slot, take
 from tests.conftest import examples
-from tests.pure.builders import NOW, active_run, decoded_pod, decoded_run
+from tests.builders import NOW, active_run, decoded_pod, decoded_run
 
 NS = "default"
 PODS = ("p0", "p1", "p2", "p3")

@@ -39,7 +39,7 @@ from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.model.quantity import Amount
 from kruntimes.pure.step import Planned, decide, plan
 from tests.conftest import examples
-from tests.pure.builders import NOW, affinity_json, decoded_pod, decoded_run, term
+from tests.builders import NOW, affinity_json, decoded_pod, decoded_run, term
 
 NAMESPACE = "default"
 POD_NAMES = ("a", "b")

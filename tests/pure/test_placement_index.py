@@ -42,7 +42,7 @@ from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
 from kruntimes.pure.state.cluster import EMPTY_STATE, NAIVE_PROBE, NO_PROBE, Event, apply, from_objects
 from tests.conftest import examples, reached
-from tests.pure.builders import NOW, active_run, affinity_json, decoded_pod, decoded_run, term
+from tests.builders import NOW, active_run, affinity_json, decoded_pod, decoded_run, term
 from tests.pure.large_world import large_worlds, renamed
 from tests.pure.ranking_world import NAMESPACE, RUNTIME, World, worlds
 from tests.pure.spec_oracle import OracleBind

@@ -19,7 +19,7 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, PodSlot, Reservation, Run, SchedulerConfig, Target, Workspace
 from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
 from kruntimes.pure.readers.kube import decode_run
-from tests.pure.builders import (
+from tests.builders import (
     NOW,
     affinity_json,
     at,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kruntimes.pure.model.objects import AffinityTerm, Run
 from kruntimes.pure.model.objects import hosting_pods
 from kruntimes.pure.plugins.affinity import RunAffinity, seedable
-from tests.pure.builders import affinity_json, decoded_run, term
+from tests.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import slot, snapshot, target
 
 

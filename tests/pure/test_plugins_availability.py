@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kruntimes.pure.model.objects import PodSlot, SchedulerConfig, frozen_resources
 from kruntimes.pure.plugins.availability import RuntimePodAvailability, available_and_fits
-from tests.pure.builders import NOW, at, decoded_run
+from tests.builders import NOW, at, decoded_run
 from tests.pure.planning_world import slot, snapshot
 
 STALE = timedelta(seconds=15)

@@ -15,7 +15,7 @@ from kruntimes.pure.plugins.least_loaded import LeastLoaded, group_starts, least
 from kruntimes.pure.plugins.preferred import PreferredRunAffinity, preferred_raw_scores
 from kruntimes.pure.plugins.least_loaded import scaled_keys
 from kruntimes.pure.model.quantity import Amount
-from tests.pure.builders import affinity_json, decoded_run, term
+from tests.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import slot, snapshot, target
 
 

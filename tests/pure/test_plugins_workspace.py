@@ -6,7 +6,7 @@ import pytest
 
 from kruntimes.pure.model.objects import Workspace, WorkspaceRef
 from kruntimes.pure.plugins.workspace import NoConstraint, OnlyPod, Unavailable, WorkspaceConstraint, WorkspacePlacement, workspace_constraint
-from tests.pure.builders import decoded_run, decoded_workspace
+from tests.builders import decoded_run, decoded_workspace
 from tests.pure.planning_world import slot, snapshot
 
 REF = WorkspaceRef("ws")

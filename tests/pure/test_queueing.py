@@ -34,7 +34,7 @@ from kruntimes.pure.queueing import (
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.step import transact
 from tests.conftest import examples
-from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
+from tests.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
 from tests.pure.ranking_world import World, worlds
 
 

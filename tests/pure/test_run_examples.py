@@ -7,7 +7,7 @@ import pytest
 
 from kruntimes.pure.model.plan import Fail, Plan
 from kruntimes.pure.readers.kube import decode_run
-from tests.pure.builders import run_json
+from tests.builders import run_json
 from tests.pure.planning_world import plan, snapshot
 from tests.run_examples import INVALID, VALID, Example
 

@@ -11,12 +11,11 @@ from hypothesis import strategies as st
 
 from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.model.plan import Bind
-from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply, from_objects
-from kruntimes.pure.model.objects import Object
+from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.ledger import sync, EMPTY_LEDGER, Ledger, reserve
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
 from kruntimes.pure.snapshot import take
-from tests.pure.builders import (
+from tests.builders import (
     NOW,
     active_run,
     affinity_json,
@@ -25,6 +24,7 @@ from tests.pure.builders import (
     decoded_workspace,
     expression,
     term,
+    world,
 )
 
 
@@ -37,10 +37,6 @@ SELECTOR_TERMS = [
     term(expressions=[expression("app", "Exists")]),
     term(expressions=[expression("tier", "NotIn", ["gold"])]),
 ]
-
-
-def world(*objects: Object) -> ClusterState:
-    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
 
 
 def snap(state: ClusterState, name: str, ledger: Ledger = EMPTY_LEDGER, namespace: str = "default") -> Snapshot:

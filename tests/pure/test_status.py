@@ -20,7 +20,7 @@ from kruntimes.pure.status import (
     terminal_status,
     wait_status,
 )
-from tests.pure.builders import NOW, NOW_TEXT, at, decoded_run, run_json
+from tests.builders import NOW, NOW_TEXT, at, decoded_run, run_json
 
 LATER = NOW + timedelta(seconds=90)
 WAITING = 'waiting for available runtime pods for runtime "python"'

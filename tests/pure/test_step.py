@@ -16,8 +16,7 @@ from kruntimes.pure import step as steps
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold, reserve, without_namespace
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey
 from kruntimes.pure.model.plan import Bind, Wait
-from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
-from kruntimes.pure.model.objects import Object
+from kruntimes.pure.state.cluster import ClusterState, Event, apply
 from kruntimes.pure.step import (
     AWAIT_BIND_REQUEUE,
     Ambiguous,
@@ -40,13 +39,9 @@ from kruntimes.pure.step import (
     transact,
 )
 from tests.pure.test_framework import FixedScore, registry_with
-from tests.pure.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
+from tests.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term, world
 
 KEY = RunKey("default", "r")
-
-
-def world(*objects: Object) -> ClusterState:
-    return from_objects(objects)
 
 
 def bound(state: ClusterState, ledger: Ledger = EMPTY_LEDGER) -> Step:
@@ -374,7 +369,6 @@ def test_a_namespace_given_up_takes_its_holds_with_it() -> None:
 
 def test_hold_without_a_reservation_changes_nothing() -> None:
     assert hold(EMPTY_LEDGER, "default", "nobody", NOW) is EMPTY_LEDGER
-
 
 
 def test_the_failed_scheduling_event_says_why_each_group_of_pods_was_refused_with_counts_only() -> None:

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from functools import reduce
 
 import pytest
 
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, Run, RunKey, RuntimePod
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, EventType, apply
 from kruntimes.pure.wakeups import Activate, Room, Signal, Targets, signals
-from tests.pure.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace
-
-
-def world(*objects: Object) -> ClusterState:
-    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
+from tests.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace, world
 
 
 def woken(state: ClusterState, kind: EventType, obj: Object, now_offset: float = 0) -> tuple[Signal, ...]:

@@ -13,7 +13,7 @@ from kruntimes.pure.model.times import parse_duration
 from kruntimes.pure.planner import retry_backoff
 from kruntimes.pure.readers.kube import decode_run
 from kruntimes.pure.readers.scenario import decode_scenario
-from tests.pure.builders import NOW, affinity_json, at, decoded_pod, decoded_run, expression, run_json, term
+from tests.builders import NOW, affinity_json, at, decoded_pod, decoded_run, expression, run_json, term
 from tests.pure.planning_world import plan, slot, snapshot
 
 # --- spec.workspace.apiGroup and kind --------------------------------------------------------

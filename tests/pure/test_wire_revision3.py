@@ -20,7 +20,7 @@ from kruntimes.pure.model.quantity import MAX_LENGTH, parse_quantity
 from kruntimes.pure.model.times import MAX_DURATION_LENGTH, parse_duration, parse_time
 from kruntimes.pure.readers.json import MAX_DEPTH, OverlongNumber, describe, loads
 from kruntimes.pure.readers.kube import decode_pod, decode_run
-from tests.pure.builders import decoded_pod, decoded_run, pod_json, run_json
+from tests.builders import decoded_pod, decoded_run, pod_json, run_json
 from tests.pure.planning_world import plan, slot, snapshot
 
 PAST_PYTHON = 5_000

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from kruntimes.effects.kube import KubeError, WatchEvent, WatchStream
 from tests.controlplane.server import ControlPlane, free_port
+from tests.kubectl import Kubectl
 from tests.polling import wait_until
 
 REPO: Final = Path(__file__).resolve().parents[2]
@@ -26,12 +27,7 @@ HEARTBEAT: Final = "kruntimes.io/RuntimedReady"
 
 def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     """Run kubectl as the admin; a non-zero exit fails the test with kubectl's own words."""
-    done = subprocess.run(
-        ["kubectl", "--kubeconfig", str(plane.admin_kubeconfig), *args],
-        input=stdin, capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr or done.stdout}"
-    return done.stdout
+    return Kubectl(plane.admin_kubeconfig, server="real").ok(*args, stdin=stdin)
 
 
 def now() -> str:

@@ -25,7 +25,7 @@ from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.step import plan
 from tests.deploy.manifests import DEPLOY, load_one
-from tests.pure.builders import NOW, decoded_pod, decoded_run
+from tests.builders import NOW, decoded_pod, decoded_run
 
 
 def scheduler(*args: str) -> subprocess.CompletedProcess[str]:

@@ -26,9 +26,9 @@ from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.plugins.least_loaded import LeastLoaded
 from kruntimes.pure.readers.scenario import decode_scenario
 from kruntimes.pure.simulation import simulate
-from tests.pure.builders import NOW, NOW_TEXT, affinity_json, at, pod_json, run_json, term
+from tests.builders import NOW, NOW_TEXT, affinity_json, at, pod_json, run_json, term
 
-REPO: Final = Path(__file__).resolve().parents[1]
+REPO: Final = Path(__file__).resolve().parents[2]
 EXAMPLE: Final = REPO / "examples" / "weighted-scoring.yaml"
 Json = dict[str, object]
 

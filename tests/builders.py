@@ -1,19 +1,26 @@
-"""Small typed builders for the JSON the API server sends, and its decoded records.
+"""The tests' one set of typed object builders: the JSON the API server sends, its decoded
+records, the cluster state they make, and the same objects written to a running server.
 
 Tests describe a world in a few keyword arguments; everything not named takes
 the value a healthy cluster would show at :data:`NOW` (a Running, Ready pod
 with a fresh heartbeat; a Pending Run asking for nothing but one ``runs``
 slot). UIDs default to a value derived from namespace and name, so two calls
 for the same object agree and objects in different namespaces never collide.
+The writers (:func:`make_pod`, :func:`make_run`) stamp the wall clock instead,
+since the server and the scheduler under test read it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from functools import reduce
 from datetime import datetime, timedelta, timezone
 from typing import Final, ParamSpec, TypeAlias, TypeVar
 
 from returns.result import Result
+
+from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube
 
 from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
 from kruntimes.pure.model.objects import (
@@ -24,9 +31,11 @@ from kruntimes.pure.model.objects import (
     TOPOLOGY_KEY,
     WORKSPACE_KIND,
     WORKSPACE_MODE_LOCAL,
+    Object,
     Run,
 )
 from kruntimes.pure.model.times import format_time
+from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
 
 Json: TypeAlias = dict[str, object]
 _P = ParamSpec("_P")
@@ -291,3 +300,95 @@ def workspace_json(
 
 decoded_workspace: Final = _decoding(workspace_json, decode_workspace)
 """:func:`workspace_json`, decoded."""
+
+
+# --- cluster states ---------------------------------------------------------------------------
+
+
+def world(*objects: Object) -> ClusterState:
+    """The cluster state the informers build from ``objects``: one ``ADDED`` event each, in order."""
+    return reduce(lambda state, obj: apply(state, Event("ADDED", obj)), objects, EMPTY_STATE)
+
+
+# --- objects written to a server ------------------------------------------------------------
+
+
+def make_pod(
+    kube: Kube,
+    name: str,
+    runtime: str | None = "python",
+    *,
+    namespace: str = "default",
+    capacity: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    ready: bool = True,
+    probed: datetime | None = None,
+) -> JSONObject:
+    """A Runtime Pod created on the server, then given the status runtimed leaves it in: Running,
+    Ready, heartbeat probed at ``probed`` (default: now). ``ready=False`` leaves it as created,
+    without a status; ``runtime=None`` writes no runtime label."""
+    all_labels: dict[str, str] = dict(labels or {})
+    if runtime is not None:
+        all_labels[RUNTIME_LABEL] = runtime
+    annotations = {CAPACITY_ANNOTATION_PREFIX + k: v for k, v in (capacity or {}).items()}
+    body: JSONObject = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": all_labels, "annotations": annotations},
+        "spec": {"containers": [{"name": "runtimed", "image": "runtimed"}]},
+    }
+    created = kube.create(PODS.path(namespace), body).unwrap()
+    if not ready:
+        return created
+    metadata = created["metadata"]
+    assert isinstance(metadata, dict)
+    stamp = format_time(datetime.now(timezone.utc))
+    probe = stamp if probed is None else format_time(probed)
+    status = {
+        "metadata": {"resourceVersion": metadata["resourceVersion"]},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": stamp},
+                {"type": HEARTBEAT_CONDITION, "status": "True", "lastProbeTime": probe, "lastTransitionTime": stamp},
+            ],
+        },
+    }
+    return kube.patch_status(PODS.path(namespace, name), json.dumps(status)).unwrap()
+
+
+def make_run(
+    kube: Kube,
+    name: str,
+    runtime: str = "python",
+    *,
+    namespace: str = "default",
+    labels: Mapping[str, str] | None = None,
+    requests: Mapping[str, str] | None = None,
+    affinity: Mapping[str, object] | None = None,
+    workspace: str | None = None,
+    cancel: bool = False,
+    status: Mapping[str, object] | None = None,
+) -> JSONObject:
+    """A Task Run created on the server as a user creates it (no uid, version or status); ``status``,
+    when given, is then written as the scheduler or runtimed would have (a Run already bound,
+    running or finished)."""
+    spec: dict[str, object] = {"runtime": runtime, "mode": {"task": {}}}
+    if requests is not None:
+        spec["resources"] = {"requests": dict(requests)}
+    if affinity is not None:
+        spec["affinity"] = dict(affinity)
+    if workspace is not None:
+        spec["workspace"] = {"name": workspace, "kind": WORKSPACE_KIND, "apiGroup": API_VERSION}
+    if cancel:
+        spec["cancelRequested"] = True
+    body: JSONObject = {
+        "apiVersion": API_VERSION,
+        "kind": "Run",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "spec": spec,
+    }
+    created = kube.create(RUNS.path(namespace), body).unwrap()
+    if status is None:
+        return created
+    return kube.patch_status(RUNS.path(namespace, name), json.dumps({"status": dict(status)})).unwrap()

@@ -29,11 +29,12 @@ from kruntimes.pure.readers.config import (
     decode_configuration,
     format_configuration,
 )
+from tests.conftest import examples
 from tests.deploy.manifests import DEPLOY, load_all, only
-from tests.pure.builders import affinity_json, decoded_run, term
+from tests.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import plan, slot, snapshot, target
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEADER = {"apiVersion": "kruntimes.io/v1alpha1", "kind": "SchedulerConfiguration"}
 NOWHERE = Path("/nonexistent/serviceaccount/namespace")
 """No service account: the process runs outside a cluster."""
@@ -453,7 +454,7 @@ NAMES: st.SearchStrategy[str] = st.text(st.characters(codec="utf-8"), min_size=1
 """Any string a YAML file can hold (no lone surrogates)."""
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     name=NAMES,
     namespace=st.one_of(st.none(), NAMES),

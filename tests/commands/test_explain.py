@@ -22,7 +22,7 @@ from returns.result import Success
 
 from kruntimes.cli import main
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
+from kruntimes.effects.kube import Kube, load_configuration
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record
@@ -34,7 +34,9 @@ from kruntimes.pure.model.objects import DEFAULT_CONFIG, RunKey
 from kruntimes.pure.model.plan import Bind, Delay, Fail, Wait
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.model.times import format_time
-from tests.pure.builders import (
+from tests.builders import (
+    make_pod,
+    make_run,
     NOW,
     active_run,
     affinity_json,
@@ -201,9 +203,9 @@ def world(cluster: DevCluster, kubeconfig: Path) -> Iterator[Kube]:
     """Three pods of runtime ``python`` and a few Runs, written the way the scheduler and runtimed would."""
     kube = Kube(load_configuration(str(kubeconfig)).unwrap().configuration, request_timeout=10)
     now = datetime.now(timezone.utc)
-    make_pod(kube, "python-a", capacity="2", probed=now)
-    make_pod(kube, "python-b", capacity="1", probed=now)
-    make_pod(kube, "python-c", capacity="2", probed=now - timedelta(minutes=5))
+    make_pod(kube, "python-a", capacity={"runs": "2"}, probed=now)
+    make_pod(kube, "python-b", capacity={"runs": "1"}, probed=now)
+    make_pod(kube, "python-c", capacity={"runs": "2"}, probed=now - timedelta(minutes=5))
     make_run(kube, "busy", status={"phase": "Running", "assignedPod": "python-b"})
     make_run(kube, "db-1", labels={"app": "db"}, status={"phase": "Running", "assignedPod": "python-a"})
     spread = affinity_json(anti_required=[term({"app": "db"})])
@@ -221,53 +223,6 @@ def world(cluster: DevCluster, kubeconfig: Path) -> Iterator[Kube]:
     make_run(kube, "done", status={"phase": "Succeeded", "assignedPod": "python-a"})
     yield kube
     kube.close()
-
-
-def make_pod(kube: Kube, name: str, *, capacity: str, probed: datetime) -> None:
-    body: JSONObject = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "labels": {"runtime": "python"},
-            "annotations": {"kruntimes.io/capacity.runs": capacity},
-        },
-        "spec": {"containers": [{"name": "runtimed", "image": "runtimed"}]},
-    }
-    kube.create(PODS.path(NS), body).unwrap()
-    status = {
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "True"},
-                {"type": "kruntimes.io/RuntimedReady", "status": "True", "lastProbeTime": format_time(probed)},
-            ],
-        }
-    }
-    kube.patch_status(PODS.path(NS, name), json.dumps(status)).unwrap()
-
-
-def make_run(
-    kube: Kube,
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    affinity: JSONObject | None = None,
-    status: JSONObject | None = None,
-) -> None:
-    spec: JSONObject = {"runtime": "python", "mode": {"task": {}}}
-    if affinity is not None:
-        spec["affinity"] = affinity
-    body: JSONObject = {
-        "apiVersion": "kruntimes.io/v1alpha1",
-        "kind": "Run",
-        "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
-        "spec": spec,
-    }
-    kube.create(RUNS.path(NS), body).unwrap()
-    if status is not None:
-        kube.patch_status(RUNS.path(NS, name), json.dumps({"status": status})).unwrap()
 
 
 def explain_cli(capsys: pytest.CaptureFixture[str], kubeconfig: Path, *args: str) -> tuple[int, str, str]:

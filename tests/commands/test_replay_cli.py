@@ -12,7 +12,7 @@ import pytest
 
 from kruntimes.cli import main
 
-REPO: Final = Path(__file__).resolve().parents[1]
+REPO: Final = Path(__file__).resolve().parents[2]
 EXAMPLE: Final = REPO / "examples" / "weighted-scoring.yaml"
 
 

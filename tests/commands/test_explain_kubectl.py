@@ -25,8 +25,9 @@ import yaml
 from kruntimes.cli import main
 from kruntimes.commands.explain import default_namespace
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
-from kruntimes.pure.model.times import format_time
+from kruntimes.effects.kube import JSONObject, Kube, load_configuration
+from tests.builders import make_pod, make_run
+from tests.kubectl import Kubectl
 
 TEAM = "team-a"
 BIN = Path(sys.executable).parent
@@ -49,72 +50,30 @@ def kube(cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     now = datetime.now(timezone.utc)
     # runtime "python": 12 pods with room, 4 full ones, 2 with a stale heartbeat
     for i in range(12):
-        make_pod(client, f"python-free-{i:02}", "python", capacity="2", probed=now)
+        make_pod(client, f"python-free-{i:02}", "python", namespace=TEAM, capacity={"runs": "2"}, probed=now)
     for i in range(4):
-        make_pod(client, f"python-full-{i}", "python", capacity="2", probed=now)
+        make_pod(client, f"python-full-{i}", "python", namespace=TEAM, capacity={"runs": "2"}, probed=now)
         for j in range(2):
-            make_run(client, f"on-full-{i}-{j}", "python", status={"phase": "Running", "assignedPod": f"python-full-{i}"})
+            make_run(client, f"on-full-{i}-{j}", "python", namespace=TEAM, status={"phase": "Running", "assignedPod": f"python-full-{i}"})
     for i in range(2):
-        make_pod(client, f"python-stale-{i}", "python", capacity="2", probed=now - timedelta(hours=2 + i))
-    make_run(client, "plain", "python")
-    make_run(client, "huge", "python", requests={"runs": "4"})
+        make_pod(client, f"python-stale-{i}", "python", namespace=TEAM, capacity={"runs": "2"}, probed=now - timedelta(hours=2 + i))
+    make_run(client, "plain", "python", namespace=TEAM)
+    make_run(client, "huge", "python", namespace=TEAM, requests={"runs": "4"})
     # runtime "node": only full pods, so the Run waits
     for i in range(3):
-        make_pod(client, f"node-{i}", "node", capacity="1", probed=now)
-        make_run(client, f"node-busy-{i}", "node", status={"phase": "Running", "assignedPod": f"node-{i}"})
-    make_run(client, "waiting", "node")
+        make_pod(client, f"node-{i}", "node", namespace=TEAM, capacity={"runs": "1"}, probed=now)
+        make_run(client, f"node-busy-{i}", "node", namespace=TEAM, status={"phase": "Running", "assignedPod": f"node-{i}"})
+    make_run(client, "waiting", "node", namespace=TEAM)
     yield client
     client.close()
-
-
-def make_pod(kube: Kube, name: str, runtime: str, *, capacity: str, probed: datetime) -> None:
-    body: JSONObject = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": TEAM,
-            "labels": {"runtime": runtime},
-            "annotations": {"kruntimes.io/capacity.runs": capacity},
-        },
-        "spec": {"containers": [{"name": "runtimed", "image": "runtimed"}]},
-    }
-    kube.create(PODS.path(TEAM), body).unwrap()
-    conditions = [
-        {"type": "Ready", "status": "True"},
-        {"type": "kruntimes.io/RuntimedReady", "status": "True", "lastProbeTime": format_time(probed)},
-    ]
-    kube.patch_status(PODS.path(TEAM, name), json.dumps({"status": {"phase": "Running", "conditions": conditions}})).unwrap()
-
-
-def make_run(
-    kube: Kube, name: str, runtime: str, *, requests: dict[str, str] | None = None, status: JSONObject | None = None
-) -> None:
-    spec: JSONObject = {"runtime": runtime, "mode": {"task": {}}}
-    if requests is not None:
-        spec["resources"] = {"requests": dict(requests)}
-    body: JSONObject = {
-        "apiVersion": "kruntimes.io/v1alpha1",
-        "kind": "Run",
-        "metadata": {"name": name, "namespace": TEAM},
-        "spec": spec,
-    }
-    kube.create(RUNS.path(TEAM), body).unwrap()
-    if status is not None:
-        kube.patch_status(RUNS.path(TEAM, name), json.dumps({"status": status})).unwrap()
 
 
 def kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``kubectl ARGS`` with this environment's ``bin`` first on PATH and ``KUBECONFIG`` set, as an operator runs it."""
     assert (BIN / "kubectl-kruntimes").exists(), "kubectl-kruntimes is not installed in this environment"
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "KUBECONFIG": str(kubeconfig),
-        "HOME": str(kubeconfig.parent),
-        "COLUMNS": "200",
-    }
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=60)
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    operator = Kubectl(kubeconfig, env={"PATH": path, "HOME": str(kubeconfig.parent), "COLUMNS": "200"}, timeout=60)
+    return operator(*args, check=False)
 
 
 FRESH = ("--heartbeat-stale-after", "1h")
