@@ -197,6 +197,7 @@ class OutOfRange:
     """A score plugin that breaks the 0..100 contract."""
 
     name: ClassVar[str] = "OutOfRange"
+    fast_path: ClassVar[bool] = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         return Success(lambda slots: tuple(101 for _ in slots))
