@@ -27,7 +27,7 @@ def test_readme_plugin_example_registers_and_steers_the_plan() -> None:
         [slot("draining-a"), slot("runtime-long-name-b"), slot("c")],
     )
     namespace: dict[str, object] = {"snapshot": world}
-    exec(compile(example, str(README), "exec"), namespace)
+    exec(compile(example, str(README), "exec", dont_inherit=True), namespace)  # as a user's module runs it
     result = namespace["plan"]
     assert isinstance(result, Success)
     plan = result.unwrap()
@@ -41,7 +41,7 @@ def test_readme_plugin_example_registers_and_steers_the_plan() -> None:
 def test_readme_plugin_example_claims_the_pending_message_and_explains_its_rejections() -> None:
     (example,) = python_blocks()
     namespace: dict[str, object] = {"snapshot": snapshot(decoded_run("r"), [slot("c")])}
-    exec(compile(example, str(README), "exec"), namespace)
+    exec(compile(example, str(README), "exec", dont_inherit=True), namespace)  # as a user's module runs it
     registry = namespace["registry"]
     assert isinstance(registry, Registry)
     world = snapshot(decoded_run("r"), [slot("draining-a"), slot("b", ready=False)])

@@ -6,8 +6,8 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -18,7 +18,7 @@ from returns.result import Result, Success
 from kruntimes.cli import main
 from kruntimes.commands.simulate import outcome_json, parse_documents
 from kruntimes.pure.readers.kube import decode_run
-from kruntimes.pure.framework.interface import PendingMessage, PodFilter, PodScorer
+from kruntimes.pure.framework.interface import ParkKind, PendingMessage, PodFilter, PodScorer
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
@@ -436,6 +436,7 @@ def test_the_installed_entry_point_simulates_the_example() -> None:
 @dataclass(frozen=True, slots=True)
 class _Broken:
     name: str = "Broken"
+    fast_path: bool = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         return Success(lambda slots: tuple(101 for _ in slots))
@@ -448,6 +449,8 @@ class _Broken:
 class _PassAll:
     name: str = "PassAll"
     reasons: frozenset[str] = frozenset()
+    park_kinds: Mapping[str, ParkKind] = field(default_factory=dict)
+    fast_path: bool = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         return Success(None)

@@ -47,6 +47,7 @@ from kruntimes.pure.step import (
     Outcome,
     ReadOutcome,
     Refused,
+    Park,
     RequeueAfter,
     StatusWrite,
     WriteOutcome,
@@ -197,6 +198,7 @@ class OutOfRange:
     """A score plugin that breaks the 0..100 contract."""
 
     name: ClassVar[str] = "OutOfRange"
+    fast_path: ClassVar[bool] = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         return Success(lambda slots: tuple(101 for _ in slots))
@@ -431,7 +433,7 @@ def test_a_reservation_that_fills_the_pod_after_planning_is_a_reserve_conflict_t
     w = world(decoded_run("r"), other, decoded_pod("p1", capacity={"runs": "1"}), cycle_log=log)
     log.hook = reserve_other_on_planned_pod(w, other)
     result = w.run()
-    expect(result, "reserve_conflict", BackOff())  # never RequeueAfter(0): a requeue must not spin
+    expect(result, "reserve_conflict", BackOff(keep_claim=True))  # never RequeueAfter(0): a requeue must not spin
     assert result.step is not None and result.step.conflict is not None
     assert result.step.conflict.reason == "NoRoom"
     assert w.conflicts("reserve") == 1
@@ -448,7 +450,7 @@ def test_an_anti_affine_reservation_on_the_chosen_pod_after_planning_is_an_affin
     w = world(run, other, decoded_pod("p1"), decoded_pod("p2"), cycle_log=log)
     log.hook = reserve_other_on_planned_pod(w, other)
     result = w.run()
-    expect(result, "reserve_conflict", BackOff())
+    expect(result, "reserve_conflict", BackOff(keep_claim=True))
     assert result.step is not None and result.step.conflict == AffinityChanged()
     assert w.conflicts("reserve") == 1
     assert w.binder.writes == []
@@ -617,9 +619,9 @@ def test_after_the_write_deadline_a_replica_that_lost_its_lease_reads_nothing_an
 # --- wait write outcomes ------------------------------------------------------------------------
 
 
-def test_a_waiting_run_gets_its_pending_status_a_failed_scheduling_event_and_a_30s_requeue() -> None:
+def test_a_waiting_run_gets_its_pending_status_a_failed_scheduling_event_and_is_parked_until_a_pod_fits() -> None:
     w = world(decoded_run("r"), writes=[Written("2")])
-    expect(w.run(), "waiting", RequeueAfter(30.0))
+    expect(w.run(), "waiting", Park("unfit"))
     [write] = w.binder.writes
     assert (write.purpose, write.patch.phase, write.patch.message) == ("wait", "Pending", WAITING)
     assert w.events.recorded == [Recorded("r", "Warning", "FailedScheduling", WHY, True)]
@@ -635,8 +637,8 @@ def test_a_landed_wait_write_reports_the_runs_new_version_and_a_bind_or_unchange
 
 def test_a_waiting_run_whose_status_is_unchanged_is_not_written_and_its_event_is_deduplicated() -> None:
     w = world(already_waiting())
-    expect(w.run(), "waiting", RequeueAfter(30.0))
-    expect(w.run(), "waiting", RequeueAfter(30.0))
+    expect(w.run(), "waiting", Park("unfit"))
+    expect(w.run(), "waiting", Park("unfit"))
     assert w.binder.writes == []
     assert w.events.recorded == [
         Recorded("r", "Warning", "FailedScheduling", WHY, True),

@@ -16,7 +16,7 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueOrder
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.status import applied
-from kruntimes.pure.step import Step, decide, plan, transact
+from kruntimes.pure.step import KEEP, Step, decide, landing, plan, transact
 from tests.builders import NOW, active_run, at, decoded_pod, decoded_run, decoded_workspace
 from tests.effects.fakes import FakeClock
 
@@ -60,7 +60,8 @@ class Harness:
         return step
 
     def finish(self, key: RunKey, step: Step) -> None:
-        self.queue.after_cycle(key, step, step.settled.next, step.settled.outcome)
+        landed, freed = landing(step, KEEP)  # writes are not applied: the ledger is the step's
+        self.queue.after_cycle(key, step.settled.next, run=step.snapshot.run, landed=landed, freed=freed)
         self.queue.work.done(key)
 
     def cycle(self) -> tuple[RunKey, Step] | None:

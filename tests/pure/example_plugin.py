@@ -8,12 +8,13 @@ detail ``explain`` prints beside a pod it refuses.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Final, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PendingMessage, PodFilter
+from kruntimes.pure.framework.interface import FilterPlugin, ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
@@ -33,6 +34,10 @@ def waiting_for_undrained(runtime: str) -> str:
 class AvoidDraining:
     name: ClassVar[str] = "AvoidDraining"
     reasons: ClassVar[frozenset[str]] = frozenset({REJECT_POD_DRAINING})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {REJECT_POD_DRAINING: "capacity"}
+    """A Run it holds back waits for room on a pod that is not draining."""
+    fast_path: ClassVar[bool] = False
+    """It reads the pod's name, which the placement index does not group pods by."""
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         return Success(_refuse_draining)

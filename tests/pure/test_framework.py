@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar, final
@@ -12,6 +12,7 @@ from returns.pipeline import is_successful
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.framework.interface import (
+    ParkKind,
     FilterPlugin,
     PendingMessage,
     PodFilter,
@@ -41,6 +42,8 @@ class AvoidDraining:
 
     name: ClassVar[str] = "AvoidDraining"
     reasons: ClassVar[frozenset[str]] = frozenset({"PodDraining"})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {"PodDraining": "capacity"}
+    fast_path: ClassVar[bool] = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         def pod_filter(slot: PodSlot) -> str | None:
@@ -61,6 +64,7 @@ class PreferShortNames:
     """Score shorter pod names higher (a toy soft preference)."""
 
     name: ClassVar[str] = "PreferShortNames"
+    fast_path: ClassVar[bool] = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         return Success(lambda slots: tuple(max(0, 20 - len(s.pod.name)) for s in slots))
@@ -130,6 +134,8 @@ def test_registry_refuses_a_name_used_by_the_other_kind() -> None:
     class Clash:
         name: ClassVar[str] = "LeastLoaded"
         reasons: ClassVar[frozenset[str]] = frozenset({"X"})
+        park_kinds: ClassVar[Mapping[str, ParkKind]] = {"X": "capacity"}
+        fast_path: ClassVar[bool] = False
 
         def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
             return Success(None)
@@ -189,6 +195,7 @@ def test_an_empty_registry_filters_nothing_and_ranks_by_name() -> None:
 @dataclass(frozen=True, slots=True)
 class FixedScore:
     name: ClassVar[str] = "Fixed"
+    fast_path: ClassVar[bool] = False
     value: int = 101
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
@@ -226,6 +233,7 @@ def test_a_score_plugin_is_not_run_when_nothing_is_feasible() -> None:
 @dataclass(frozen=True, slots=True)
 class ShortScorer:
     name: ClassVar[str] = "Short"
+    fast_path: ClassVar[bool] = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         return Success(lambda slots: (1,))
@@ -245,6 +253,8 @@ def test_a_scorer_returning_the_wrong_number_of_scores_is_a_plugin_error() -> No
 class Broken:
     name: ClassVar[str] = "Broken"
     reasons: ClassVar[frozenset[str]] = frozenset({"Declared"})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {"Declared": "capacity"}
+    fast_path: ClassVar[bool] = False
     fail_prepare: bool = False
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
@@ -310,9 +320,15 @@ class Claimer:
     rank: int
     prefix: str
 
+    fast_path: ClassVar[bool] = False
+
     @property
     def reasons(self) -> frozenset[str]:
         return frozenset({f"{self.name}Odd", f"{self.name}Even"})
+
+    @property
+    def park_kinds(self) -> Mapping[str, ParkKind]:
+        return {reason: "capacity" for reason in self.reasons}
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         def pod_filter(slot: PodSlot) -> str | None:

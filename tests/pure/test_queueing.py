@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar, final
 from datetime import datetime, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from returns.result import Result
 
-from kruntimes.pure.framework.interface import PendingMessage, PodFilter
+from kruntimes.pure.framework.interface import ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, must
 from kruntimes.pure.ledger import EMPTY_LEDGER
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES, PodSlot, Run, RunKey, Snapshot
@@ -35,6 +37,7 @@ from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.step import transact
 from tests.conftest import examples
 from tests.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term
+from tests.pure.example_plugin import DRAINING_PREFIX, REJECT_POD_DRAINING, WITH_AVOID_DRAINING, AvoidDraining
 from tests.pure.ranking_world import World, worlds
 
 
@@ -188,6 +191,7 @@ class _SameAvailability:
     """The built-in availability filter under another type: a profile placement cannot vouch for."""
 
     inner: RuntimePodAvailability = RuntimePodAvailability()
+    claims_fast_path: bool = False
 
     @property
     def name(self) -> str:
@@ -196,6 +200,14 @@ class _SameAvailability:
     @property
     def reasons(self) -> frozenset[str]:
         return self.inner.reasons
+
+    @property
+    def park_kinds(self) -> Mapping[str, ParkKind]:
+        return self.inner.park_kinds
+
+    @property
+    def fast_path(self) -> bool:
+        return self.claims_fast_path
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         return self.inner.prepare(run, snapshot)
@@ -214,6 +226,44 @@ _UNPROVEN = must(
         )
     ).register_filter("WorkspacePlacement", WorkspacePlacement)
 )
+
+
+def test_the_placement_fast_path_follows_what_each_plugin_of_the_profile_declares() -> None:
+    claimed = _SameAvailability(claims_fast_path=True)
+    vouched = must(must(_UNPROVEN.without("RuntimePodAvailability")).register_filter("RuntimePodAvailability", lambda: claimed))
+    assert proven_for(vouched) and not proven_for(_UNPROVEN)
+    assert not proven_for(WITH_AVOID_DRAINING)  # a plugin that does not claim it turns it off
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _DrainingForGood:
+    """``AvoidDraining`` declaring its reason a constraint: room on a draining pod will not help."""
+
+    inner: AvoidDraining = AvoidDraining()
+    name: ClassVar[str] = AvoidDraining.name
+    reasons: ClassVar[frozenset[str]] = AvoidDraining.reasons
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {REJECT_POD_DRAINING: "constraints"}
+    fast_path: ClassVar[bool] = False
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        return self.inner.prepare(run, snapshot)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return self.inner.pending_message(reasons, run)
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return self.inner.explain(reason, slot, run, snapshot)
+
+
+def test_a_run_a_new_plugin_holds_back_is_parked_by_the_kind_that_plugin_declares_for_its_reason() -> None:
+    objects = [decoded_pod(f"{DRAINING_PREFIX}a"), decoded_run("r")]
+    for_good = must(DEFAULT_REGISTRY.register_filter(AvoidDraining.name, _DrainingForGood))
+    for registry, expected in ((WITH_AVOID_DRAINING, "capacity"), (for_good, "constraints")):
+        step = transact(from_objects(objects), EMPTY_LEDGER, RunKey("default", "r"), NOW, DEFAULT_CONFIG, registry)  # type: ignore[arg-type]
+        wait = step.plan.unwrap()
+        assert isinstance(wait, Wait) and wait.rejections == ((AvoidDraining.name, REJECT_POD_DRAINING, 1),)
+        assert park_reason(step.snapshot, wait, registry) == expected
 
 
 @settings(max_examples=examples(300))

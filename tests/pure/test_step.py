@@ -29,6 +29,7 @@ from kruntimes.pure.step import (
     Keep,
     Refused,
     Release,
+    Park,
     RequeueAfter,
     Step,
     Written,
@@ -64,14 +65,14 @@ def test_a_bind_reserves_the_chosen_pod_and_asks_for_the_scheduled_write() -> No
     assert step.settled.event is None and step.settled.sync is None
 
 
-def test_a_wait_writes_the_pending_status_and_earns_failed_scheduling_then_thirty_seconds() -> None:
+def test_a_wait_writes_the_pending_status_earns_failed_scheduling_and_parks_the_run_until_a_pod_fits() -> None:
     step = transact(world(decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
     assert step.write is not None and step.write.purpose == "wait"
     assert step.write.patch.phase == "Pending"
     assert step.write.patch.message == 'waiting for available runtime pods for runtime "python"'
     why = '0/0 Runtime Pods available: no Runtime Pod of runtime "python" in the namespace'
     assert step.settled == steps.Settled(
-        "waiting", RequeueAfter(30.0), EventNote("Warning", "FailedScheduling", why), sync="no_pods"
+        "waiting", Park("unfit"), EventNote("Warning", "FailedScheduling", why), sync="no_pods"
     )
     assert step.ledger is EMPTY_LEDGER
 
@@ -154,7 +155,7 @@ def test_a_reserve_that_lost_the_pod_to_another_worker_backs_off_and_writes_noth
     assert step.write is None and step.ledger == latest
     assert step.conflict is not None and step.conflict.reason == "NoRoom"
     # never RequeueAfter(0): a key that keeps losing the race backs off (SPEC §3.14)
-    assert (step.settled.outcome, step.settled.next, step.settled.conflict) == ("reserve_conflict", BackOff(), "reserve")
+    assert (step.settled.outcome, step.settled.next, step.settled.conflict) == ("reserve_conflict", BackOff(keep_claim=True), "reserve")
 
 
 def test_a_required_anti_affinity_is_re_planned_inside_the_reserve() -> None:

@@ -955,13 +955,13 @@ class Scheduler:
                 after = RequeueAfter(self._gate_retry)
             if result.written:
                 queue.wrote(key, result.written)
-            queue.after_cycle(key, result.step, after, result.outcome)
+            queue.after_cycle(key, after, run=result.run, landed=result.landed, freed=result.freed)
             hook = self.results
             if hook is not None:
                 hook(result)
         except Exception as error:  # one bad Run must never kill a worker: its key is backed off
             self._supervisor.skipped("worker", "cycle", str(key), error)
-            queue.after_cycle(key, None, BackOff(), None)
+            queue.after_cycle(key, BackOff())
         finally:
             work.done(key)
 

@@ -48,7 +48,7 @@ from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.pure import step as steps
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
-from kruntimes.pure.model.objects import RunKey, SchedulerConfig
+from kruntimes.pure.model.objects import Reservation, Run, RunKey, SchedulerConfig
 from kruntimes.pure.model.plan import Bind, CycleError, Plan, Wait
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.readers.cyclelog import CycleRecord
@@ -102,6 +102,8 @@ class CycleResult:
     written: str = ""
     """The Run's new resourceVersion when this cycle's wait-message write landed (the Run
     stays Pending): its next cycle must plan from that version, not from the one before."""
+    change: steps.LedgerChange = steps.KEEP
+    """What the cycle did to the ledger after its step (settling a write or a read)."""
 
     @property
     def outcome(self) -> Outcome:
@@ -110,6 +112,21 @@ class CycleResult:
     @property
     def next(self) -> Next:
         return self.settled.next
+
+    @property
+    def run(self) -> Run | None:
+        """The Run as the cycle planned it (what a ``Park`` parks)."""
+        return None if self.step is None else self.step.snapshot.run
+
+    @property
+    def landed(self) -> str:
+        """The pod the Run's reservation sits on after the cycle (``""``: none)."""
+        return "" if self.step is None else steps.landing(self.step, self.change)[0]
+
+    @property
+    def freed(self) -> Reservation | None:
+        """The reservation the cycle gave back: its pod has that room again."""
+        return None if self.step is None else steps.landing(self.step, self.change)[1]
 
     @property
     def plan(self) -> Result[Plan, CycleError] | None:
@@ -184,7 +201,9 @@ class SchedulingCycle:
             return self._finish(key, step, step.settled)
         if not self._may_write(key.namespace):
             if write.purpose == "bind":
-                self._change(steps.Release(write.run.namespace, write.run.uid))
+                released = steps.Release(write.run.namespace, write.run.uid)
+                self._change(released)
+                return self._finish(key, step, NOT_LEADER, released)
             return self._finish(key, step, NOT_LEADER)
         try:
             outcome = self._binder.write(write)
@@ -199,7 +218,7 @@ class SchedulingCycle:
         self._change(change)
         if isinstance(outcome, Written) and write.purpose == "bind" and write.run.creation_timestamp is not None:
             self._metrics.observe_queue_duration((step.snapshot.now - write.run.creation_timestamp).total_seconds())
-        result = self._finish(key, step, settled)
+        result = self._finish(key, step, settled, change)
         if isinstance(outcome, Written) and write.purpose == "wait" and outcome.resource_version:
             return replace(result, written=outcome.resource_version)
         return result
@@ -221,14 +240,16 @@ class SchedulingCycle:
                     "cannot read a Run to settle a bind whose outcome is unknown; its reservation is kept until a read succeeds",
                     extra={"run": str(step.key), "error": str(error), "kind": error.kind, "unlogged_since_last": held},
                 )
-        return self._finish(step.key, step, settled)
+        return self._finish(step.key, step, settled, change)
 
     def _change(self, change: steps.LedgerChange) -> None:
         if not isinstance(change, steps.Keep):
             self._ledger.swap(lambda ledger: steps.apply(ledger, change))
 
-    def _finish(self, key: RunKey, step: Step | None, settled: Settled) -> CycleResult:
-        """Count, record and log what the step came to."""
+    def _finish(
+        self, key: RunKey, step: Step | None, settled: Settled, change: steps.LedgerChange = steps.KEEP
+    ) -> CycleResult:
+        """Count, record and log what the step came to (``change``: what it did to the ledger)."""
         metrics = self._metrics
         metrics.count_outcome(settled.outcome)
         if settled.sync is not None:
@@ -240,7 +261,7 @@ class SchedulingCycle:
         if settled.event is not None and step is not None and self._may_write(key.namespace):
             self._record(step, settled.event)  # a term that ended during the write records nothing
         _log(key, step, settled, self._binder)
-        return CycleResult(key, settled, step)
+        return CycleResult(key, settled, step, change=change)
 
     def _record(self, step: Step, note: EventNote) -> None:
         events, run, write = self._events, step.snapshot.run, step.write

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Final
+from typing import Final, assert_never
 
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics, WaitingReason
@@ -42,7 +42,6 @@ from kruntimes.effects.workqueue import WorkQueue, by_policy
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot, epoch_us
-from kruntimes.pure.model.plan import Wait
 from kruntimes.pure.planner import precheck
 from kruntimes.pure.queueing import (
     FIFO,
@@ -54,15 +53,11 @@ from kruntimes.pure.queueing import (
     admit,
     entry_of,
     initial_order,
-    park_reason,
-    parked_blind,
 )
 from kruntimes.pure.state.cluster import ClusterState, Event
-from kruntimes.pure.step import BackOff, Forget, Next, Outcome, RequeueAfter, Step
+from kruntimes.pure.step import BackOff, Forget, Next, Park, RequeueAfter
 from kruntimes.pure.wakeups import Activate, Room, Targets, WakeupSource, signals
 
-
-_RELEASING: Final[frozenset[Outcome]] = frozenset({"bind_conflict", "write_failed", "gone", "not_leader", "released"})
 
 _UNKNOWN: Final = QueueEntry(RunKey("", ""))
 
@@ -289,26 +284,28 @@ class SchedulingQueue:
     def started(self, key: RunKey) -> None:
         self.parking.started(key)
 
-    def after_cycle(self, key: RunKey, step: Step | None, next_: Next, outcome: Outcome | None) -> None:
-        """Requeue, park or forget ``key`` after its cycle (``outcome``: what it came to;
-        ``None`` when it raised); give back to the parked Runs any room its reservation left;
-        then let the pod it was admitted for, if any, admit the next Run into what room is left."""
+    def after_cycle(
+        self,
+        key: RunKey,
+        next_: Next,
+        *,
+        run: Run | None = None,
+        landed: str = "",
+        freed: Reservation | None = None,
+    ) -> None:
+        """Carry out what ``key``'s cycle decided the queue does next (``run``: the Run it
+        planned, which a ``Park`` parks); give the room a reservation it gave back (``freed``)
+        to the parked Runs; move the claims to the pod its reservation ``landed`` on; then let
+        the pod it was admitted for, if any, admit the next Run into what room is left."""
         work = self.work
-        parked = False
-        if outcome == "waiting" and step is not None:
-            decided = step.plan.value_or(None)
-            run = step.snapshot.run
-            if isinstance(decided, Wait) and run is not None:
-                reason = park_reason(step.snapshot, decided)
-                order = self._policy.sort_key(entry_of(run))
-                if self.parking.park(key, run.runtime, reason, order, blind=parked_blind(step.snapshot), requests=run.requests):
-                    work.forget(key)
-                    parked = True
-                else:
-                    work.forget(key)
-                    work.add(key)  # something it reads changed while it was planned
-                    parked = True
-        if not parked:
+        if isinstance(next_, Park):
+            assert run is not None, "a cycle parks the Run it planned"
+            order = self._policy.sort_key(entry_of(run))
+            parked = self.parking.park(key, run.runtime, next_.group, order, blind=next_.blind, requests=run.requests)
+            work.forget(key)
+            if not parked:
+                work.add(key)  # something it reads changed while it was planned
+        else:
             self.parking.forget(key)
             if isinstance(next_, Forget):
                 work.forget(key)
@@ -317,20 +314,13 @@ class SchedulingQueue:
                 work.add_after(key, next_.seconds)
             elif isinstance(next_, BackOff):
                 work.add_rate_limited(key, next_.at_least)
-        if step is not None and outcome in _RELEASING:
-            # the bind's reservation was given back (refused, gone, not leading, or a read proved
-            # an unknown outcome never landed): the room it held may admit a waiting Run
-            released = step.ledger.get(key.namespace, step.snapshot.run.uid) if step.snapshot.run is not None else None
-            if released is not None and self._ledger.get().get(key.namespace, released.run_uid) is None:
-                self.release(released)
-        if step is not None and step.snapshot.run is not None and outcome not in _RELEASING:
-            reserved = step.ledger.get(key.namespace, step.snapshot.run.uid)
-            if reserved is not None:  # its room, wherever the cycle put it (a claim it displaced moves)
-                self.parking.placed(key, reserved.pod)
-        if outcome == "reserve_conflict":
-            # queued again after a short back-off (SPEC §3.13) for the room it was admitted for: it stays
-            # claimed until the retry's cycle ends, or the next Run in line would be admitted into
-            # it and one of the two would wait behind Runs that came after it
+            else:
+                assert_never(next_)
+        if freed is not None:
+            self.release(freed)
+        if landed:  # its room, wherever the cycle put it (a claim it displaced moves)
+            self.parking.placed(key, landed)
+        if isinstance(next_, BackOff) and next_.keep_claim:
             return
         slot = self.parking.finished(key)
         if slot is not None:  # the pod it was admitted for (if still there) may take the next one

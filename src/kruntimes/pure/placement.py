@@ -30,7 +30,8 @@ counts. Within a unit every pod has the same total, so the unit's best pod is
 its first name; the winner is the best total, then the lowest name, over the
 units: exactly the pod, scores and tie break of the scan.
 
-Used only for profiles made of these five plugins (any subset, order and
+Used only for profiles whose every plugin declares that this argument covers
+it (``fast_path``: the five built-in ones do, in any subset, order and
 weights); a snapshot not cut by ``snapshot.take``, a naive clock, fewer than
 :data:`MIN_PODS` pods, more than :data:`MAX_CLASSES` load classes, or more than
 a quarter of the pods reserved or singled out go to the scan (there the units
@@ -43,29 +44,22 @@ This is a purely computational module with no side effects.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, NamedTuple, TypeVar, final
+from typing import Final, NamedTuple, TypeVar, final
 
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.framework.batch import BatchFilter
-from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE
+from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE, ScoresUnits
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.framework.runtime import prepare_filters, rejection_table, run_filters, run_scores, wait_message
 from kruntimes.pure.model.objects import NEVER_US, LoadClass, PodSlot, Run, Snapshot, epoch_us
 from kruntimes.pure.model.plan import Bind, CycleError, Plan, PodScore, ScoreTable, Wait
 from kruntimes.pure.persistent.lazy import LazyTuple
-from kruntimes.pure.plugins.affinity import RunAffinity
-from kruntimes.pure.plugins.availability import RuntimePodAvailability
-from kruntimes.pure.plugins.least_loaded import LeastLoaded, runs_only_keys, scaled_keys
-from kruntimes.pure.plugins.preferred import PreferredRunAffinity
-from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
 
 
 __all__ = ["Placed", "fast_plan", "place", "proven_for"]
 
-_FILTERS: Final = (RuntimePodAvailability, RunAffinity, WorkspacePlacement)
-_SCORES: Final = (LeastLoaded, PreferredRunAffinity)
 MAX_CLASSES: Final = 64
 """Beyond this many load classes the units are no longer few: scan."""
 SINGLED_OUT_SHARE: Final = 4
@@ -82,10 +76,9 @@ class _Unit(NamedTuple):
 
 
 def proven_for(registry: Registry) -> bool:
-    """Whether the profile is made only of the plugins the argument above covers."""
-    return all(type(e.plugin) in _FILTERS for e in registry.filters) and all(
-        type(e.plugin) in _SCORES for e in registry.scores
-    )
+    """Whether every plugin of the profile declares that the argument above covers it
+    (``fast_path``)."""
+    return all(e.plugin.fast_path for e in registry.filters) and all(e.plugin.fast_path for e in registry.scores)
 
 
 class Placed(NamedTuple):
@@ -244,10 +237,8 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
     for entry in registry.scores:
         plugin = entry.plugin
         scores: Sequence[int]
-        if isinstance(plugin, LeastLoaded):
-            fast = runs_only_keys(slots, run.requests)
-            keys: Sequence[object] = fast if fast is not None else scaled_keys(slots, run.requests)
-            scores = _rank_scores(keys, sizes, n)
+        if isinstance(plugin, ScoresUnits):
+            scores = plugin.score_units(run, slots, sizes)
         else:
             prepared_score = plugin.prepare(run, snapshot)
             if not isinstance(prepared_score, Success):
@@ -277,28 +268,6 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
         rejections=rejections,
     )
     return Success(Placed(bind, chosen))
-
-
-def _rank_scores(keys: Sequence[Any], sizes: Sequence[int], n: int) -> list[int]:
-    """``LeastLoaded``'s normalized score per unit: ``s`` = the pods of units with a
-    strictly lower key; one pod → 100."""
-    if n == 1:
-        return [100]
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    below = [0] * len(keys)
-    passed = 0
-    position = 0
-    while position < len(order):
-        end = position
-        group = 0
-        while end < len(order) and keys[order[end]] == keys[order[position]]:
-            below[order[end]] = passed
-            group += sizes[order[end]]
-            end += 1
-        passed += group
-        position = end
-    last = n - 1
-    return [(last - s) * 100 // last for s in below]
 
 
 @final

@@ -170,10 +170,6 @@ def initial_order(runs: Iterable[Run], policy: QueueOrder = FIFO) -> tuple[RunKe
 
 ParkReason: TypeAlias = Literal["capacity", "constraints", "unfit"]
 
-_CONSTRAINT_REASONS: Final = frozenset(
-    {"UnsatisfiedRunAffinity", "UnsatisfiedRunAntiAffinity", "WorkspaceUnavailable", "WorkspacePlacement"}
-)
-
 _ONE_RUN: Final[Resources] = frozen_resources({RUNS_RESOURCE: 1})
 
 MAX_ADMISSION_WALK: Final = 256
@@ -181,10 +177,15 @@ MAX_ADMISSION_WALK: Final = 256
 Runs past it that could use the pod are reached by the next event or the safety net."""
 
 
-def park_reason(snapshot: Snapshot, wait: Wait) -> ParkReason:
-    """What kind of change could let a waiting Run be placed (see the module docstring)."""
-    if any(reason in _CONSTRAINT_REASONS for _, reason, _ in wait.rejections):
-        return "constraints"
+def park_reason(snapshot: Snapshot, wait: Wait, registry: Registry = DEFAULT_REGISTRY) -> ParkReason:
+    """What kind of change could let a waiting Run be placed (see the module docstring): a
+    rejection whose filter declares it ``constraints`` (``FilterPlugin.park_kinds``) parks it
+    there; else ``unfit`` or ``capacity``."""
+    kinds = {entry.name: entry.plugin.park_kinds for entry in registry.filters}
+    for plugin, reason, _ in wait.rejections:
+        declared = kinds.get(plugin)
+        if declared is not None and declared.get(reason) == "constraints":
+            return "constraints"
     run = snapshot.run
     if run is not None and not any(
         slot.pod.schedulable and fits(slot.pod.capacity, EMPTY_RESOURCES, run.requests) for slot in snapshot.pods

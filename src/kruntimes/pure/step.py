@@ -45,9 +45,10 @@ from kruntimes.pure import ledger as ledgers
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger, ReserveConflict
 from kruntimes.pure.model import messages
-from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Snapshot
+from kruntimes.pure.model.objects import Reservation, Run, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Skip, Wait
 from kruntimes.pure.planner import plan_cycle
+from kruntimes.pure.queueing import ParkReason, park_reason, parked_blind
 from kruntimes.pure.plugins.availability import RuntimePodAvailability, unavailable_kind
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.snapshot import take
@@ -68,6 +69,7 @@ __all__ = [
     "LedgerChange",
     "Next",
     "Outcome",
+    "Park",
     "Planned",
     "ReadOutcome",
     "Refused",
@@ -82,6 +84,7 @@ __all__ = [
     "apply",
     "confirm",
     "decide",
+    "landing",
     "plan",
     "settle",
     "transact",
@@ -118,9 +121,24 @@ class BackOff:
     instead of spinning a worker (SPEC §3.14)."""
 
     at_least: float = 0.0
+    keep_claim: bool = False
+    """Keep the room the Run was admitted for claimed until its retry's cycle ends: it lost
+    the reserve race for that room and comes back for it; released, the next Run in line
+    would be admitted into it and one of the two would wait behind Runs that came after it."""
 
 
-Next: TypeAlias = Forget | RequeueAfter | BackOff
+@final
+@dataclass(frozen=True, slots=True)
+class Park:
+    """Keep the key out of the queue, in its (namespace, runtime)'s ``group`` of the parking
+    lot, until an event can help it (SPEC §8; ``queueing.park_reason``). ``blind``: plan it
+    again as soon as a pod with room refuses it (``queueing.parked_blind``)."""
+
+    group: ParkReason
+    blind: bool = False
+
+
+Next: TypeAlias = Forget | RequeueAfter | BackOff | Park
 
 # --- what a cycle asks the effect layer to do ------------------------------------------------
 
@@ -363,7 +381,8 @@ def decide(planned: Planned, state: ClusterState, ledger: Ledger, registry: Regi
         return _reserve(planned, state, synced, run, decided, registry)
     if isinstance(decided, Wait):
         note = _failed_scheduling(decided, snapshot, run)
-        wait = Settled("waiting", RequeueAfter(decided.requeue_after), note, sync="no_pods")
+        park = Park(park_reason(snapshot, decided, registry), parked_blind(snapshot))
+        wait = Settled("waiting", park, note, sync="no_pods")
         return Step(planned, synced, _write(run, decided, snapshot.now, "wait"), wait)
     if isinstance(decided, (Fail, Cancel)):
         event = EventNote("Normal" if isinstance(decided, Cancel) else "Warning", decided.reason, decided.message)
@@ -448,7 +467,7 @@ def _reserve(
     if not is_successful(reserved):
         conflict = reserved.failure()
         # Not at once: the state that refused it may be the one the next plan sees (SPEC §3.14).
-        lost = Settled("reserve_conflict", BackOff(), conflict="reserve", why=conflict.reason)
+        lost = Settled("reserve_conflict", BackOff(keep_claim=True), conflict="reserve", why=conflict.reason)
         return Step(planned, synced, None, lost, conflict=conflict)
     write = _write(run, bind, snapshot.now, "bind")
     assert write is not None  # a Bind always writes
@@ -562,6 +581,19 @@ def apply(ledger: Ledger, change: LedgerChange) -> Ledger:
     if isinstance(change, Hold):
         return ledgers.hold(ledger, change.namespace, change.uid, change.until)
     assert_never(change)
+
+
+def landing(step: Step, change: LedgerChange) -> tuple[str, Reservation | None]:
+    """Where the cycle left the Run's room, once ``change`` (what it did to the ledger after
+    the step) is applied: the pod its reservation sits on (``""``: none), and the reservation
+    ``change`` gave back (its pod has that room again)."""
+    run = step.snapshot.run
+    held = None if run is None else step.ledger.get(run.namespace, run.uid)
+    if held is None:
+        return "", None
+    if isinstance(change, Release):
+        return "", held
+    return held.pod, None
 
 
 def _seconds(delta: timedelta) -> float:

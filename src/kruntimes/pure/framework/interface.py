@@ -16,6 +16,13 @@ that implements one protocol per extension point it takes part in:
   ``waiting for available runtime pods for runtime "<rt>"`` (SPEC §7).
 - **Explain** — ``FilterPlugin.explain(reason, slot, run, snapshot)``: what
   ``explain`` prints beside a pod the plugin rejected, for an operator.
+- **Parking** — ``FilterPlugin.park_kinds``: for each reason, what kind of change
+  could let a Run it held back be placed (``ParkKind``); the queue parks a waiting
+  Run by it (SPEC §8).
+- **Placement fast path** — ``fast_path`` (filters and scores): whether
+  ``placement`` may judge the plugin on one representative pod per load class
+  (see ``kruntimes.pure.placement``). A plugin that does not claim it turns the
+  fast path off for its profile: the scan decides, as it always can.
 - **PreScore + Score + NormalizeScore** — ``ScorePlugin.prepare(run, snapshot)``
   returns a ``PodScorer`` ``(feasible slots) -> raw scores``;
   ``ScorePlugin.normalize(raw)`` maps them into 0..100.
@@ -40,9 +47,9 @@ This is a purely computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol, TypeAlias, final
+from typing import Final, Literal, Protocol, TypeAlias, final, runtime_checkable
 
 from returns.result import Result
 
@@ -53,10 +60,12 @@ __all__ = [
     "MAX_SCORE",
     "MIN_SCORE",
     "FilterPlugin",
+    "ParkKind",
     "PendingMessage",
     "PodFilter",
     "PodScorer",
     "ScorePlugin",
+    "ScoresUnits",
     "keep_scores",
     "normalize_to_max",
 ]
@@ -69,6 +78,12 @@ PodFilter: TypeAlias = Callable[[PodSlot], "str | None"]
 
 PodScorer: TypeAlias = Callable[[tuple[PodSlot, ...]], tuple[int, ...]]
 """A prepared Score: one raw score per feasible slot, in the order given."""
+
+ParkKind: TypeAlias = Literal["capacity", "constraints"]
+"""What kind of change could let a Run a filter reason held back be placed: ``capacity``,
+room on a pod it could use (a release, a pod that appears or grows); ``constraints``, a
+change to what the filter reads besides the pod's room (the labels of the Runs its terms
+select, its workspace). The queue parks a waiting Run by it (``queueing.park_reason``)."""
 
 
 @final
@@ -102,6 +117,19 @@ class FilterPlugin(Protocol):
     @property
     def reasons(self) -> frozenset[str]:
         """Every reason the filter may return: a closed set (the ``reason`` metric label)."""
+        ...
+
+    @property
+    def park_kinds(self) -> Mapping[str, ParkKind]:
+        """For each of ``reasons``, what kind of change could let a Run it held back be placed."""
+        ...
+
+    @property
+    def fast_path(self) -> bool:
+        """Whether ``placement`` may judge this filter on one representative pod per load class:
+        its verdict on a pod that hosts no target of the Run's terms, is not its workspace pod,
+        has a fresh heartbeat and holds no reservation depends only on the pod's load class and
+        static availability, and its prepared filter is a ``BatchFilter`` (or ``None``)."""
         ...
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
@@ -138,12 +166,30 @@ class ScorePlugin(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def fast_path(self) -> bool:
+        """Whether ``placement`` may score one representative pod per load class: the raw score
+        of a pod that hosts no target of the Run's terms depends only on its load class, and the
+        normalized scores do not change when a pod is counted more than once — or the plugin
+        scores units itself (``ScoresUnits``)."""
+        ...
+
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         """PreScore, once per cycle with at least one feasible pod."""
         ...
 
     def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
         """NormalizeScore: map the raw scores of all feasible pods into 0..100."""
+        ...
+
+
+@runtime_checkable
+class ScoresUnits(Protocol):
+    """A fast-path score plugin whose normalized score depends on how many pods share a raw
+    score (a rank): ``placement`` asks it for the scores of units of alike pods."""
+
+    def score_units(self, run: Run, slots: tuple[PodSlot, ...], sizes: Sequence[int]) -> Sequence[int]:
+        """The normalized score of each unit: ``slots[i]`` stands for ``sizes[i]`` alike pods."""
         ...
 
 

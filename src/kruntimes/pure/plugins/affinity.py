@@ -13,13 +13,13 @@ computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PendingMessage, PodFilter
+from kruntimes.pure.framework.interface import FilterPlugin, ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.model.messages import waiting_for_affinity, waiting_for_anti_affinity
 from kruntimes.pure.model.objects import (
     AffinityTerm,
@@ -57,6 +57,10 @@ def seedable(term: AffinityTerm, targets: Iterable[Target], run_labels: Labels) 
 class RunAffinity:
     name: ClassVar[str] = "RunAffinity"
     reasons: ClassVar[frozenset[str]] = frozenset({REJECT_RUN_AFFINITY, REJECT_RUN_ANTI_AFFINITY})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {REJECT_RUN_AFFINITY: "constraints", REJECT_RUN_ANTI_AFFINITY: "constraints"}
+    """Either waits for the Runs its terms select to come or go (their labels), not for room."""
+    fast_path: ClassVar[bool] = True
+    """It reads only whether a pod hosts a target of a required term (those pods are judged alone)."""
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         affinity = run.affinity

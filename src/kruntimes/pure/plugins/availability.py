@@ -7,14 +7,14 @@ module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import ClassVar, Final, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PendingMessage, PodFilter
+from kruntimes.pure.framework.interface import FilterPlugin, ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.model.objects import RUNNING, RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot, epoch_us
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.framework.batch import BatchFilter, Selection, rejected_as
@@ -36,6 +36,9 @@ def available_and_fits(slot: PodSlot, request: Resources, now: datetime, stale_a
 class RuntimePodAvailability:
     name: ClassVar[str] = "RuntimePodAvailability"
     reasons: ClassVar[frozenset[str]] = frozenset({REJECT_RUNTIME_POD_UNAVAILABLE})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {REJECT_RUNTIME_POD_UNAVAILABLE: "capacity"}
+    fast_path: ClassVar[bool] = True
+    """It reads the static availability, the heartbeat (stale ones are judged alone) and the room."""
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         request = run.requests

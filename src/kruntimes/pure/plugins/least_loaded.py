@@ -16,11 +16,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm
-from typing import ClassVar, Final, TypeAlias, final
+from typing import Any, ClassVar, Final, TypeAlias, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import PodScorer, ScorePlugin
+from kruntimes.pure.framework.interface import PodScorer, ScorePlugin, ScoresUnits
 from kruntimes.pure.model.objects import RUNS_RESOURCE, PodSlot, Resources, Run, Snapshot
 from kruntimes.pure.model.plan import CycleError
 from kruntimes.pure.model.quantity import Amount
@@ -151,10 +151,39 @@ def rank_scores(starts: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(map(score.__getitem__, starts))
 
 
+def unit_rank_scores(keys: Sequence[Any], sizes: Sequence[int], n: int) -> list[int]:
+    """``LeastLoaded``'s normalized score per unit: ``s`` = the pods of units with a
+    strictly lower key; one pod → 100."""
+    if n == 1:
+        return [100]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    below = [0] * len(keys)
+    passed = 0
+    position = 0
+    while position < len(order):
+        end = position
+        group = 0
+        while end < len(order) and keys[order[end]] == keys[order[position]]:
+            below[order[end]] = passed
+            group += sizes[order[end]]
+            end += 1
+        passed += group
+        position = end
+    last = n - 1
+    return [(last - s) * 100 // last for s in below]
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class LeastLoaded:
     name: ClassVar[str] = "LeastLoaded"
+    fast_path: ClassVar[bool] = True
+    """The key reads capacity, usage and request only; the rank is scored per unit (``score_units``)."""
+
+    def score_units(self, run: Run, slots: tuple[PodSlot, ...], sizes: Sequence[int]) -> Sequence[int]:
+        fast = runs_only_keys(slots, run.requests)
+        keys: Sequence[object] = fast if fast is not None else scaled_keys(slots, run.requests)
+        return unit_rank_scores(keys, sizes, sum(sizes))
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         request = run.requests
@@ -172,3 +201,4 @@ class LeastLoaded:
 
 
 _: ScorePlugin = LeastLoaded()
+_u: ScoresUnits = LeastLoaded()

@@ -51,6 +51,9 @@ def _weighted_hosts(affinity: RunAffinity, snapshot: Snapshot) -> list[tuple[int
 @dataclass(frozen=True, slots=True)
 class PreferredRunAffinity:
     name: ClassVar[str] = "PreferredRunAffinity"
+    fast_path: ClassVar[bool] = True
+    """The raw score reads only which terms' targets a pod hosts (those pods are scored alone),
+    and normalizing by the maximum does not depend on how many pods share a score."""
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
         affinity = run.affinity

@@ -9,13 +9,13 @@ computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypeAlias, final
 
 from returns.result import Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, PendingMessage, PodFilter
+from kruntimes.pure.framework.interface import FilterPlugin, ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.model.messages import waiting_for_workspace
 from kruntimes.pure.model.objects import WORKSPACE_MODE_LOCAL, PodSlot, Run, Snapshot, Workspace, WorkspaceRef
 from kruntimes.pure.model.plan import CycleError
@@ -89,6 +89,13 @@ def _reject_all(slot: PodSlot) -> str | None:
 class WorkspacePlacement:
     name: ClassVar[str] = "WorkspacePlacement"
     reasons: ClassVar[frozenset[str]] = frozenset({REJECT_WORKSPACE_UNAVAILABLE, REJECT_WORKSPACE_PLACEMENT})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {
+        REJECT_WORKSPACE_UNAVAILABLE: "constraints",
+        REJECT_WORKSPACE_PLACEMENT: "constraints",
+    }
+    """Either waits for its workspace to change (the queue activates it on that event)."""
+    fast_path: ClassVar[bool] = True
+    """It reads only whether a pod is the workspace's pod (that pod is judged alone)."""
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         constraint = workspace_constraint(run.workspace, snapshot.workspace, run.runtime)
