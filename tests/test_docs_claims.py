@@ -22,7 +22,7 @@ from kruntimes.pure.ledger import EMPTY_LEDGER
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, RunKey
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.step import EventNote, transact
-from tests.pure.builders import NOW, decoded_run
+from tests.builders import NOW, decoded_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
