@@ -15,6 +15,7 @@ means the same on each.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -301,3 +302,15 @@ class BindTimes(threading.Thread):
                 response.close()
             except (OSError, RuntimeError, ValueError):
                 pass
+
+
+def write_report(benchmark: str, args: argparse.Namespace, began: float, machine: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Print a run's JSON document (its settings, machine and wall time with ``out``), and write it
+    to ``--json-out`` when given."""
+    document = {"benchmark": benchmark, "machine": dict(machine),
+                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                "wall_seconds": round(time.monotonic() - began, 1)} | out
+    text = json.dumps(document, indent=1)
+    print(text)
+    if args.json_out is not None:
+        args.json_out.write_text(text)

@@ -670,7 +670,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
 def main_any_server(args: argparse.Namespace, names: list[str]) -> int:
     """``wide`` and ``startup`` on ``--server``, with its floor (``_wide.py``)."""
-    from _servers import start_server
+    from _servers import start_server, write_report
     from _wide import parse_trees, run_any_server, startup_line, wide_line
 
     wrong = [v for v in names if v not in ("wide", "startup")]
@@ -685,13 +685,7 @@ def main_any_server(args: argparse.Namespace, names: list[str]) -> int:
             out = run_any_server(server, names, trees, args, Path(tmp))
         finally:
             server.stop()
-    document = {"benchmark": "backlog", "machine": machine(),
-                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                "wall_seconds": round(time.monotonic() - began, 1)} | out
-    text = json.dumps(document, indent=1)
-    print(text)
-    if args.json_out is not None:
-        args.json_out.write_text(text)
+    write_report("backlog", args, began, machine(), out)
     floor = out["floor"]
     print(f"floor on {out['server']['version']}: {floor['patches_per_second']:.0f} status patches/s "
           f"(before {floor['a']['patches_per_second']:.0f}, after {floor['b']['patches_per_second']:.0f}; "

@@ -484,7 +484,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
 def main_any_server(args: argparse.Namespace) -> int:
     from _e2e_any import run_any_server, summary_line as any_line
-    from _servers import start_server
+    from _servers import start_server, write_report
     from _wide import parse_trees
 
     if args.variants not in ("base", "base,conflict1,conflict10,churn", "base,conflict10"):
@@ -496,13 +496,7 @@ def main_any_server(args: argparse.Namespace) -> int:
             out = run_any_server(server, [int(p) for p in args.pods.split(",") if p], parse_trees(args.scheduler_src), args, Path(tmp))
         finally:
             server.stop()
-    document = {"benchmark": "e2e", "machine": machine(),
-                "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                "wall_seconds": round(time.monotonic() - began, 1)} | out
-    text = json.dumps(document, indent=1)
-    print(text)
-    if args.json_out is not None:
-        args.json_out.write_text(text)
+    write_report("e2e", args, began, machine(), out)
     floor = out["floor"]
     print(f"floor on {out['server']['version']}: {floor['patches_per_second']:.0f} status patches/s, paced "
           f"{args.paced_rate:g}/s p99 {floor['paced_patch_p99_ms']:.1f} ms; load average "
