@@ -16,7 +16,7 @@ from returns.result import Failure, Result, Success
 from kruntimes.cli import main as cli_main
 from kruntimes.effects.events import EventRecorder, EventSettings, TokenBucket
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject
-from kruntimes.effects.logs import JsonFormatter, TextFormatter, resolve_format
+from kruntimes.effects.logs import JsonFormatter, TextFormatter, configure, resolve_format
 from kruntimes.effects.runner import SchedulerOptions, parse_bind_address, workspace_wakeups
 from kruntimes.pure.state.cluster import Event, apply, from_objects
 from kruntimes.pure.readers.kube import decode_run, decode_workspace
@@ -53,6 +53,19 @@ def test_text_logs_read_as_a_sentence_with_key_values() -> None:
 def test_auto_format_is_json_unless_the_stream_is_a_terminal() -> None:
     assert resolve_format("auto", io.StringIO()) == "json"
     assert resolve_format("text", io.StringIO()) == "text"
+
+
+def test_logs_follow_stderr_when_it_is_replaced_after_logging_was_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    handler = configure("json", "info")
+    try:
+        first.close()  # a caller's stream that is gone by the time a late thread logs
+        monkeypatch.setattr("sys.stderr", second)
+        logging.getLogger("kruntimes.x").info("caches synced")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert json.loads(second.getvalue())["msg"] == "caches synced"
 
 
 @dataclass

@@ -101,13 +101,31 @@ def resolve_format(fmt: LogFormat, stream: TextIO) -> Literal["json", "text"]:
         return "json"
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a line is written, not when the handler was made:
+    a process that swaps stderr (a test's capture, an embedding program) never leaves a handler
+    holding a stream that has since been closed."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        raise AttributeError("writes to sys.stderr")
+
+
 def configure(fmt: LogFormat = "auto", level: str = "info", stream: TextIO | None = None) -> logging.Handler:
-    """Send the root logger to ``stream`` (stderr) in ``fmt`` at ``level``; returns the handler installed.
+    """Send the root logger to ``stream`` (default: the current ``sys.stderr``) in ``fmt`` at
+    ``level``; returns the handler installed.
 
     Replaces handlers this function installed before, leaves others alone.
     """
     out = stream if stream is not None else sys.stderr
-    handler = logging.StreamHandler(out)
+    handler = logging.StreamHandler(out) if stream is not None else _Stderr()
     handler.setFormatter(JsonFormatter() if resolve_format(fmt, out) == "json" else TextFormatter())
     setattr(handler, "_kruntimes", True)
     root = logging.getLogger()
