@@ -1,78 +1,26 @@
-"""The scheduler process: informers, work queue, N workers, leader election, HTTP probes.
-
-Threads (docs/operations.md, "Which thread spends the CPU", names them):
-
-- one informer per (kind, namespace) — Runs, Runtime Pods (label ``runtime``),
-  PersistentWorkspaces — each event one swap of the ``ClusterState`` atom and one
-  call to ``on_event``, which turns ``pure.wakeups`` into queue adds;
-- a control thread: waits for the caches to sync, then leads at once (no
-  election) or campaigns for the Lease and re-campaigns after losing it;
-- while leading: N workers, each taking one key at a time from this term's
-  ``WorkQueue`` and running ``scheduling.SchedulingCycle`` on it;
-- the event recorder's writer, the metrics and the probe HTTP servers.
-
-Leadership terms: becoming leader resets the ledger to empty (a new leader
-rebuilds usage from persisted assignments only, SPEC §6), relists every
-informer when elected (a standby's watch may lag the previous leader's last
-binds; nothing is planned until the consistent relist has been applied), then
-creates a fresh queue, starts the workers and activates every Pending Run in
-``queueing.initial_order``. Losing the lease stops the workers at once: the
-queue shuts down and ``may_write`` turns false, so a cycle in flight writes
-nothing more. A graceful ``stop()`` instead lets in-flight cycles finish their
-writes *before* the lease is released (releasing first would let the next
-leader plan against a ledger that lacks our in-flight reservation).
-
-Standbys run the informers (warm caches, ready to take over) but no workers,
-and write nothing.
-
-Supervision (``threads.Supervisor``): every thread here runs under one supervisor. One
-object whose handling raises is skipped (an informer's event, a worker's key, backed off; an
-Event) and counted; a thread that cannot continue closes the write gate at once and fails both
-probes, and ``failure`` names it: ``kruntimes scheduler`` then stops (releasing what it holds) and
-exits non-zero, so the kubelet restarts it.
-
-A server that lost its state (an informer sees a resourceVersion go back or a
-"too large resource version" answer; the elector finds its Lease gone, replaced
-or older: ``informer.py``, ``leader.py``) starts everything over from a fresh
-read, as a new leader does: writes close at once, the term ends (its workers
-stop), every informer relists trusting nothing it knew, and a new term opens on
-those lists with an empty ledger. A standby only relists. In sharded mode the
-cycles in flight finish, every informer relists, the ledger is emptied and every
-Pending Run is activated again. Writes reopen once that is done.
-
-Sharded mode (``shard_group``, ``--shard-by-namespace``): no election; every replica runs
-its workers from the start and ``effects.sharding.ShardMember`` decides which namespaces it
-owns. This class is that member's ``NamespaceHost``: a namespace taken gets its own three
-informers (their first list is the new owner's consistent read), an empty ledger for it and
-its Pending Runs activated once the lists are applied; a namespace let go has its keys
-dropped, its informers stopped and its objects forgotten. The write gate is asked per
-namespace, and a worker drops a key whose namespace is not open here.
-"""
+"""The ``Scheduler``: it builds the informers, queue, workers, metrics and servers, starts and
+stops them, and runs the leadership terms (``kruntimes.effects.runner`` describes the threads)."""
 
 from __future__ import annotations
 
-import gc
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime
 from functools import partial
-from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
-from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD, Binder
-from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter, unwritable
+from kruntimes.effects.binder import Binder
+from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
-from kruntimes.effects.secureserving import SecureServingOptions, secure_serving
+from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
+from kruntimes.effects.runner.options import ListenError, SchedulerOptions, _listening, parse_bind_address, tune_gc
+from kruntimes.effects.secureserving import secure_serving
 from kruntimes.effects.sharding import ShardConfig, ShardMember
 from kruntimes.effects.metrics import (
     ALL_ENDPOINTS,
@@ -85,250 +33,23 @@ from kruntimes.effects.metrics import (
     serve,
 )
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
-from kruntimes.pure.model.times import format_duration
 from kruntimes.pure.step import BackOff, RequeueAfter
-from kruntimes.effects.parking import DEFAULT_SAFETY_NET
 from kruntimes.effects.schedulingqueue import SchedulingQueue
 from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release, without_namespace
-from kruntimes.pure.sharding import group_problem
 from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Workspace
-from kruntimes.pure.queueing import FIFO, QueueOrder
 
-log = logging.getLogger(__name__)
-
-DISABLED: Final = "0"
+log = logging.getLogger("kruntimes.effects.runner")
+"""One logger for the whole package: the scheduler's lines keep the name operators filter on."""
 
 Tickets: TypeAlias = list[tuple[Informer, int]]
 """Relists asked for: each informer with the ticket ``Informer.wait_relisted`` takes."""
 
 SWEEP_INTERVAL: Final = 1.0
 """Seconds between two looks of the safety net at the parked Runs."""
-
-GC_GEN0_THRESHOLD: Final = 50_000
-"""Allocations between young-generation collections (CPython's default is 700). The state is
-made of many small immutable objects that live long; at 700 the collector walks the young
-objects of every few watch events and promotes them only to scan them again in the older
-generations (docs/performance.md, "Design measurements", has the figures). Nothing here builds reference cycles
-at a high rate, so collecting
-young objects every 50k allocations keeps memory bounded at a fraction of the cost."""
-GC_TUNING_ENV: Final = "KRUNTIMES_SCHEDULER_GC"
-"""``default`` leaves the collector as CPython sets it (benchmarks compare the two); anything else,
-or unset, tunes it."""
-
-_gc_tuned = False
-_gc_lock = threading.Lock()
-
-
-def tune_gc(*, freeze: bool) -> bool:
-    """Raise the young-generation threshold (process-wide, once) and, with ``freeze``, move every
-    object alive now — the caches just listed — to the permanent generation so later collections
-    never walk them again. ``False`` when disabled through ``$KRUNTIMES_SCHEDULER_GC=default``."""
-    global _gc_tuned
-    if os.environ.get(GC_TUNING_ENV, "") == "default":
-        return False
-    with _gc_lock:
-        if not _gc_tuned:
-            _, gen1, gen2 = gc.get_threshold()
-            gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
-            _gc_tuned = True
-    if freeze:
-        gc.collect()
-        gc.freeze()
-    return True
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderElectionOptions:
-    """The Lease and its timings (SPEC §10; client-go's defaults)."""
-
-    namespace: str = "default"
-    """Where the Lease lives: the scheduler's own namespace in a cluster."""
-    name: str = DEFAULT_LEASE_NAME
-    lease_duration: float = 15.0
-    """A standby takes over this long after the leader's last renewal (SIGKILL failover time)."""
-    renew_deadline: float = 10.0
-    """The leader stops working when it could not renew for this long (< lease_duration)."""
-    retry_period: float = 2.0
-    """Between acquire/renew attempts."""
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerOptions:
-    """Everything ``kruntimes scheduler``'s flags set; the in-process API takes the same value."""
-
-    namespaces: tuple[str, ...] = ()
-    """Watch only these namespaces; empty watches all (one informer per kind then)."""
-    workers: int = 4
-    """Keys processed in parallel: planning is CPU, binding is I/O; the ledger makes N safe."""
-    leader_election: LeaderElectionOptions | None = None
-    """``None``: lead from the start (one replica). Set it whenever more than one replica runs."""
-    identity: str = field(default_factory=default_identity)
-    """Lease holder identity, Event ``reportingInstance`` and User-Agent suffix."""
-    metrics_bind_address: str = ":8080"
-    """``host:port`` for ``/metrics``; ``0`` disables; port 0 picks a free port."""
-    health_probe_bind_address: str = ":8081"
-    """``host:port`` for ``/healthz`` and ``/readyz``; ``0`` disables."""
-    metrics_secure: SecureServingOptions | None = None
-    """``--metrics-secure``: the metrics port over TLS, requests authorised by the API server; ``None``: plain HTTP."""
-    queue_order: QueueOrder = FIFO
-    """The order waiting Runs are served in (SPEC §8): ``FIFO`` (oldest first) or
-    ``NAMESPACE_FAIR`` (namespaces take turns), or any ``queueing.QueueOrder``."""
-    safety_net: float = DEFAULT_SAFETY_NET
-    """Seconds after which a waiting Run whose group admitted nobody is planned again anyway."""
-    heartbeat_stale_after: timedelta = timedelta(seconds=15)
-    """A Runtime Pod whose heartbeat is older than this is unavailable; ``<= 0`` means the default, 15 s (SPEC §1)."""
-    cycle_log: Path | None = None
-    """Append every cycle's record here (``kruntimes replay`` re-plans it); ``None``: off."""
-    cycle_log_max_bytes: int = DEFAULT_MAX_BYTES
-    cycle_log_backups: int = DEFAULT_BACKUPS
-    event_repeat_interval: float = 300.0
-    """An unchanged ``FailedScheduling`` Event is repeated at most this often per Run."""
-    event_qps: float = 50.0
-    """Event writes per second at most after ``event_burst`` (``<= 0``: no limit); beyond, Events are dropped.
-    Sharded, both are the group's: each replica spends one over the live replicas of it."""
-    event_burst: int = 100
-    watch_timeout: int = 300
-    """Seconds the API server keeps one watch open before the informer re-watches."""
-    ambiguous_hold: float = DEFAULT_AMBIGUOUS_HOLD
-    """Seconds a bind whose outcome is unknown keeps its reservation before one read settles it:
-    kube-apiserver's default ``--request-timeout``, after which the write can no longer land.
-    Shorter only against a server whose request timeout is shorter (and in tests)."""
-    shard_group: str | None = None
-    """``--shard-by-namespace``: replicas of this group split the namespaces through Leases (in
-    ``leader_election``'s namespace, with its timings) and each schedules only those it owns;
-    ``None``: one leader schedules everything."""
-
-    def effective(self) -> dict[str, object]:
-        """The settings in force, by the flags that set them: the start-up log line shows them."""
-        election = self.leader_election
-        secure = self.metrics_secure
-        found: dict[str, object] = {
-            "namespaces": list(self.namespaces) or "(all)",
-            "workers": self.workers,
-            "queue-order": self.queue_order.name,
-            "heartbeat-stale-after": format_duration(self.heartbeat_stale_after),
-            "leader-elect": election is not None,
-        }
-        if election is not None:
-            found.update(
-                {
-                    "leader-elect-resource-namespace": election.namespace,
-                    "leader-elect-resource-name": election.name,
-                    "leader-elect-lease-duration": format_duration(timedelta(seconds=election.lease_duration)),
-                    "leader-elect-renew-deadline": format_duration(timedelta(seconds=election.renew_deadline)),
-                    "leader-elect-retry-period": format_duration(timedelta(seconds=election.retry_period)),
-                }
-            )
-        found.update(
-            {
-                "leader-elect-identity": self.identity,
-                "shard-by-namespace": self.shard_group is not None,
-                "shard-group": self.shard_group or "",
-                "metrics-bind-address": self.metrics_bind_address,
-                "health-probe-bind-address": self.health_probe_bind_address,
-                "metrics-secure": secure is not None,
-                "tls-cert-file": str(secure.cert_file) if secure is not None and secure.cert_file else "",
-                "event-qps": self.event_qps,
-                "event-burst": self.event_burst,
-                "cycle-log": str(self.cycle_log) if self.cycle_log is not None else "",
-                "cycle-log-max-bytes": self.cycle_log_max_bytes,
-                "cycle-log-backups": self.cycle_log_backups,
-            }
-        )
-        return found
-
-    def problems(self) -> tuple[str, ...]:
-        """Every reason these options cannot work; empty when valid."""
-        found: list[str] = []
-        if self.workers < 1:
-            found.append("--workers must be at least 1")
-        for flag, address in (
-            ("--metrics-bind-address", self.metrics_bind_address),
-            ("--health-probe-bind-address", self.health_probe_bind_address),
-        ):
-            try:
-                parse_bind_address(address)
-            except ValueError as problem:
-                found.append(f"{flag}: {problem}")
-        if self.metrics_secure is not None:
-            if parse_bind_address(self.metrics_bind_address) is None:
-                found.append("--metrics-secure needs a metrics port: --metrics-bind-address is 0")
-            found.extend(self.metrics_secure.problems())
-        if self.cycle_log_max_bytes <= 0:
-            found.append("--cycle-log-max-bytes must be positive")
-        if self.cycle_log_backups < 0:
-            found.append("--cycle-log-backups must not be negative")
-        if self.cycle_log is not None:
-            # Opened here (created 0600) so that an unwritable path is a usage error before start-up.
-            cannot = unwritable(self.cycle_log)
-            if cannot is not None:
-                found.append(f"--cycle-log: {cannot}")
-        if self.leader_election is not None:
-            election = self.leader_election
-            config = LeaderElectionConfig(
-                namespace=election.namespace,
-                identity=self.identity,
-                name=election.name,
-                lease_duration=election.lease_duration,
-                renew_deadline=election.renew_deadline,
-                retry_period=election.retry_period,
-            )
-            found.extend(f"leader election: {p}" for p in config.problems())
-        if self.shard_group is not None:
-            if self.leader_election is None:
-                found.append("--shard-by-namespace coordinates through Leases: it needs leader election's Lease settings")
-            else:
-                why = group_problem(self.shard_group)
-                if why is not None:
-                    found.append(f"--shard-group {self.shard_group!r} {why}")
-        for namespace in self.namespaces:
-            if not namespace or "/" in namespace:
-                found.append(f"--namespace {namespace!r} is not a namespace name")
-        return tuple(found)
-
-
-class ListenError(Exception):
-    """An address of the options cannot be listened on (in use, not this host's, not resolvable,
-    a privileged port): which flag gave it, the address as given, and why."""
-
-    def __init__(self, flag: str, address: str, cause: OSError) -> None:
-        self.flag = flag
-        self.address = address
-        self.cause = cause
-        why = cause.strerror if isinstance(cause.strerror, str) and cause.strerror else str(cause)
-        why = why.split(" (while attempting to bind", 1)[0]  # socket.create_server's addition: the address again
-        super().__init__(f"cannot listen on {flag} {address}: {why}")
-
-
-@contextmanager
-def _listening(flag: str, address: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as problem:
-        raise ListenError(flag, address, problem) from problem
-
-
-def parse_bind_address(text: str) -> tuple[str, int] | None:
-    """``:8080`` → all interfaces; ``127.0.0.1:0``; ``[::1]:8080``; ``0`` → disabled (``None``)."""
-    text = text.strip()
-    if text == DISABLED:
-        return None
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        raise ValueError(f"{text!r} is not host:port, :port or 0")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"{text!r}: port {port_text!r} is not a number") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"{text!r}: port {port} is out of range")
-    return (host or "0.0.0.0", port)
 
 
 def workspace_wakeups(old: ClusterState, new: ClusterState, event: Event) -> tuple[RunKey, ...]:
