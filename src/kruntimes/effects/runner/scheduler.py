@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import Final, Literal, TypeAlias
+from typing import Final, TypeAlias
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.atom import Atom
@@ -19,6 +19,7 @@ from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
 from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
+from kruntimes.effects.runner.shardhost import ShardHost
 from kruntimes.effects.runner.options import ListenError, SchedulerOptions, _listening, parse_bind_address, tune_gc
 from kruntimes.effects.secureserving import secure_serving
 from kruntimes.effects.sharding import ShardConfig, ShardMember
@@ -39,7 +40,7 @@ from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
-from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release, without_namespace
+from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release
 from kruntimes.pure.model.objects import Run, RunKey, SchedulerConfig, Workspace
 
 log = logging.getLogger("kruntimes.effects.runner")
@@ -131,16 +132,8 @@ class Scheduler:
             now=clock,
         )
         self._shard: ShardMember | None = None
-        self._by_namespace: dict[str, tuple[Informer, ...]] = {}
-        """Sharded mode with ``--namespace``: the informers of each namespace this replica takes or owns."""
-        self._scope: NamespaceScope | None = None
-        """Sharded mode over every namespace: what the three cluster-wide informers keep."""
-        self._scoped: tuple[Informer, ...] = ()
-        """Those informers (started by the first round that takes a namespace)."""
-        self._scope_change: Literal["", "rewatch", "relist"] = ""
-        """What the round's calls ask of them at ``settle`` (guarded by ``_lock``)."""
-        self._in_flight: dict[str, int] = {}
-        """Sharded mode: cycles running now, by namespace (a namespace is let go when it has none)."""
+        self._host: ShardHost | None = None
+        """Sharded mode: the namespaces this replica takes and lets go (``_shard``'s ``NamespaceHost``)."""
         self._resets_asked = 0
         """Times the server was seen to lose its state (guarded by ``_lock``)."""
         self._resets_served = 0
@@ -152,6 +145,8 @@ class Scheduler:
         ``_lock``): an informer applies its fresh list before the term it serves has ended."""
         election = options.leader_election
         if options.shard_group is not None and election is not None:
+            self._informers: tuple[Informer, ...] = ()
+            self._host = ShardHost(self, every_namespace=not options.namespaces)
             self._shard = ShardMember(
                 kube,
                 ShardConfig(
@@ -163,16 +158,10 @@ class Scheduler:
                     renew_deadline=election.renew_deadline,
                     retry_period=election.retry_period,
                 ),
-                self,
+                self._host,
                 on_handoff=self._metrics.count_handoff,
                 supervisor=self._supervisor,
             )
-            self._informers: tuple[Informer, ...] = ()
-            if not options.namespaces:
-                # one query for every namespace held (the API server leaves the others out): three
-                # watches per replica, not three per namespace (docs/architecture.md, "Sharded mode")
-                self._scope = NamespaceScope()
-                self._scoped = self._informers_of(None, self._scope)
         else:
             namespaces: tuple[str | None, ...] = options.namespaces or (None,)
             self._informers = tuple(
@@ -489,8 +478,8 @@ class Scheduler:
                 if self._stopping.is_set() or self._resets_served >= self._resets_asked:
                     self._resetting = self._writes_closed = False
                     return
-            if self._shard is not None:
-                self._reset_shards()
+            if self._host is not None:
+                self._host.reset()
             else:
                 self._reset_term()
 
@@ -511,24 +500,6 @@ class Scheduler:
         election = self._options.leader_election
         self._stop_leading(graceful=False, timeout=election.renew_deadline if election is not None else 10.0)
         self._start_leading(self._fresh_relists())
-
-    def _reset_shards(self) -> None:
-        """Sharded (writes are closed): let the cycles in flight finish, relist, empty the ledger,
-        activate every Pending Run again."""
-        deadline = time.monotonic() + 10.0
-        while self._in_flight and time.monotonic() < deadline and not self._stopping.wait(0.05):
-            pass
-        for informer, ticket in self._fresh_relists():
-            while not informer.wait_relisted(ticket, 0.2):
-                if self._stopping.is_set():
-                    return
-                if informer.join(0):
-                    break  # its namespace was let go meanwhile: nothing of it to wait for
-        self.ledger.reset(EMPTY_LEDGER)
-        queue = self._queue
-        if queue is not None:
-            pending = queue.activate_pending()
-            log.info("caches refreshed after the server lost its state", extra={"pending": pending})
 
     def _take_over(self, term: int, relisted: Tickets | None = None) -> None:
         """Plan nothing until every cache is at least as new as this term.
@@ -630,36 +601,20 @@ class Scheduler:
 
     def _work(self, queue: SchedulingQueue) -> None:
         work = queue.work
-        shard = self._shard
+        shard, host = self._shard, self._host
         while True:
             key = work.get()
             if key is None:
                 return
-            if shard is not None and not self._begin(shard, key.namespace):
+            if shard is not None and host is not None and not host.begin(shard, key.namespace):
                 work.forget(key)  # a namespace this replica let go of: its new owner plans it
                 work.done(key)
                 continue
             try:
                 self._cycle_once(queue, key)
             finally:
-                if shard is not None:
-                    self._end(key.namespace)
-
-    def _begin(self, shard: ShardMember, namespace: str) -> bool:
-        """Count a cycle of ``namespace`` in flight if the namespace is open here."""
-        with self._lock:
-            if not shard.accepts(namespace):
-                return False
-            self._in_flight[namespace] = self._in_flight.get(namespace, 0) + 1
-            return True
-
-    def _end(self, namespace: str) -> None:
-        with self._lock:
-            left = self._in_flight.get(namespace, 0) - 1
-            if left > 0:
-                self._in_flight[namespace] = left
-            else:
-                self._in_flight.pop(namespace, None)
+                if host is not None:
+                    host.end(key.namespace)
 
     def _cycle_once(self, queue: SchedulingQueue, key: RunKey) -> None:
         work = queue.work
@@ -716,109 +671,6 @@ class Scheduler:
             return  # activation happens when leading starts or the namespace opens
         queue.on_event(old, new, event, released)
         queue.activate(workspace_wakeups(old, new, event))
-
-    # --- sharded mode: what the membership asks of one namespace (effects.sharding.NamespaceHost) ---
-
-    def namespaces_known(self, namespaces: frozenset[str]) -> None:
-        scope = self._scope
-        if scope is not None and scope.know(namespaces):
-            with self._lock:
-                self._scope_change = self._scope_change or "rewatch"
-
-    def settle(self) -> None:
-        scope = self._scope
-        if scope is None:
-            return
-        with self._lock:
-            change, self._scope_change = self._scope_change, ""
-            if self._stopping.is_set() or not change:
-                return
-            start = not self._informers
-            if start:
-                if change != "relist":
-                    return  # nothing kept yet: nothing to watch
-                self._informers = self._scoped
-        if start:
-            self._metrics.watch_informers(self._informers)
-            for informer in self._informers:
-                informer.start()
-            return
-        for informer in self._informers:
-            if change == "relist":
-                informer.request_relist()  # the new query, and a consistent read of what it adds
-            else:
-                informer.rewatch()  # the new query from the version already seen: it only leaves out more
-
-    def watch_namespace(self, namespace: str) -> None:
-        scope = self._scope
-        if scope is not None:
-            with self._lock:
-                if self._stopping.is_set():
-                    return
-                if scope.kept_at(namespace) is None:
-                    scope.keep(namespace)
-                    self._scope_change = "relist"
-            return
-        with self._lock:
-            if namespace in self._by_namespace or self._stopping.is_set():
-                return
-            informers = self._informers_of(namespace)
-            self._by_namespace[namespace] = informers
-            self._informers = tuple(i for group in self._by_namespace.values() for i in group)
-        self._metrics.watch_informers(self._informers)
-        for informer in informers:
-            informer.start()
-
-    def namespace_synced(self, namespace: str) -> bool:
-        scope = self._scope
-        if scope is not None:
-            kept = scope.kept_at(namespace)
-            scoped = self._informers
-            return kept is not None and bool(scoped) and all(informer.listed(kept) for informer in scoped)
-        informers = self._by_namespace.get(namespace)
-        return informers is not None and all(informer.has_synced() for informer in informers)
-
-    def open_namespace(self, namespace: str) -> None:
-        self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
-        queue = self._queue
-        if queue is not None:
-            pending = queue.activate_pending(namespace)
-            log.info("namespace open", extra={"namespace": namespace, "pending": pending})
-
-    def close_namespace(self, namespace: str) -> None:
-        queue = self._queue
-        if queue is not None:
-            queue.drop_namespace(namespace)
-        self._events.forget_namespace(namespace)
-
-    def namespace_busy(self, namespace: str) -> bool:
-        """A cycle of the namespace is running, or one of its Events is being sent."""
-        with self._lock:
-            cycling = self._in_flight.get(namespace, 0) > 0
-        return cycling or self._events.writing(namespace)
-
-    def unwatch_namespace(self, namespace: str) -> None:
-        scope = self._scope
-        if scope is not None:
-            narrower = scope.drop(namespace)
-            for informer in self._informers:
-                informer.forget_namespace(namespace)
-            if narrower:
-                with self._lock:
-                    self._scope_change = self._scope_change or "rewatch"
-            self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
-            return
-        with self._lock:
-            informers = self._by_namespace.pop(namespace, ())
-            self._informers = tuple(i for group in self._by_namespace.values() for i in group)
-        self._metrics.watch_informers(self._informers)
-        for informer in informers:
-            informer.stop()
-        for informer in informers:
-            if not informer.join(5.0):
-                log.warning("an informer did not stop in time", extra={"namespace": namespace, "kind": informer.kind})
-            informer.forget()
-        self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
 
     # --- the standby's log line ---
 
