@@ -6,8 +6,6 @@ from __future__ import annotations
 import gc
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -218,14 +216,6 @@ class ListenError(Exception):
         why = cause.strerror if isinstance(cause.strerror, str) and cause.strerror else str(cause)
         why = why.split(" (while attempting to bind", 1)[0]  # socket.create_server's addition: the address again
         super().__init__(f"cannot listen on {flag} {address}: {why}")
-
-
-@contextmanager
-def _listening(flag: str, address: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as problem:
-        raise ListenError(flag, address, problem) from problem
 
 
 def parse_bind_address(text: str) -> tuple[str, int] | None:

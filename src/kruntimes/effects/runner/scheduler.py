@@ -20,19 +20,10 @@ from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, w
 from kruntimes.effects.kube import Kube
 from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
 from kruntimes.effects.runner.shardhost import ShardHost
-from kruntimes.effects.runner.options import ListenError, SchedulerOptions, _listening, parse_bind_address, tune_gc
-from kruntimes.effects.secureserving import secure_serving
+from kruntimes.effects.runner.options import SchedulerOptions, tune_gc
+from kruntimes.effects.runner.servers import start_servers
 from kruntimes.effects.sharding import ShardConfig, ShardMember
-from kruntimes.effects.metrics import (
-    ALL_ENDPOINTS,
-    METRICS_ENDPOINTS,
-    PROBE_ENDPOINTS,
-    MetricsServer,
-    Probes,
-    SchedulerMetrics,
-    ServerReset,
-    serve,
-)
+from kruntimes.effects.metrics import MetricsServer, Probes, SchedulerMetrics, ServerReset
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.schedulingqueue import SchedulingQueue
@@ -307,7 +298,10 @@ class Scheduler:
         Raises :class:`ListenError` when an address cannot be listened on.
         """
         tune_gc(freeze=False)
-        self._start_servers()
+        servers, self.metrics_url, self.health_url = start_servers(
+            self._kube, self._options, self._metrics, Probes(ready=self.ready, healthy=self.healthy)
+        )
+        self._servers = servers
         self._events.start()
         for informer in self._informers:
             informer.start()
@@ -359,38 +353,6 @@ class Scheduler:
             self._cycle_log.close()
         log.info("scheduler stopped", extra={"clean": clean})
         return clean
-
-    # --- HTTP ---
-
-    def _start_servers(self) -> None:
-        probes = Probes(ready=self.ready, healthy=self.healthy)
-        options = self._options.metrics_secure
-        secure = None if options is None else secure_serving(self._kube, options, self._metrics.registry)
-        metrics = parse_bind_address(self._options.metrics_bind_address)
-        health = parse_bind_address(self._options.health_probe_bind_address)
-        registry, dropped = self._metrics.registry, self._metrics.count_dropped_connection
-        if metrics is not None and metrics == health and metrics[1] != 0:
-            with _listening("--metrics-bind-address and --health-probe-bind-address", self._options.metrics_bind_address):
-                server = serve(registry, probes, metrics[0], metrics[1], endpoints=ALL_ENDPOINTS, secure=secure, on_drop=dropped)
-            self._servers.append(server)
-            self.metrics_url = self.health_url = server.url
-            return
-        try:
-            if metrics is not None:
-                with _listening("--metrics-bind-address", self._options.metrics_bind_address):
-                    server = serve(registry, probes, metrics[0], metrics[1], endpoints=METRICS_ENDPOINTS, secure=secure, on_drop=dropped)
-                self._servers.append(server)
-                self.metrics_url = server.url
-            if health is not None:
-                with _listening("--health-probe-bind-address", self._options.health_probe_bind_address):
-                    server = serve(registry, probes, health[0], health[1], endpoints=PROBE_ENDPOINTS, on_drop=dropped)
-                self._servers.append(server)
-                self.health_url = server.url
-        except ListenError:
-            for server in self._servers:
-                server.close()
-            self._servers = []
-            raise
 
     # --- leadership ---
 
