@@ -18,7 +18,8 @@ from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
 from kruntimes.effects.kube import Kube
-from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
+from kruntimes.effects.leader import LeaderElector
+from kruntimes.effects.runner.election import Election
 from kruntimes.effects.runner.shardhost import ShardHost
 from kruntimes.effects.runner.options import SchedulerOptions, tune_gc
 from kruntimes.effects.runner.servers import start_servers
@@ -175,7 +176,12 @@ class Scheduler:
         self._workers: list[threading.Thread] = []
         self._leading = False
         self._terms = 0
-        self._elector: LeaderElector | None = None
+        self._election = (
+            Election(self, options.leader_election)
+            if options.leader_election is not None and self._shard is None
+            else None
+        )
+        """Elected mode: the campaigns for the Lease (``None`` leading from the start, or sharded)."""
         self._control: threading.Thread | None = None
         self._servers: list[MetricsServer] = []
         self.metrics_url: str | None = None
@@ -184,6 +190,12 @@ class Scheduler:
         """``http://host:port`` of ``/healthz`` and ``/readyz`` once started (``None`` when disabled)."""
         self.results: Callable[[CycleResult], None] | None = None
         """A hook called with every cycle's result (tests and the demo); must be quick."""
+
+    @property
+    def _elector(self) -> LeaderElector | None:
+        """The current campaign's elector, in elected mode."""
+        election = self._election
+        return None if election is None else election.elector
 
     def _informers_of(self, namespace: str | None, scope: NamespaceScope | None = None) -> tuple[Informer, ...]:
         """The three informers (Runs, Runtime Pods, workspaces) of one namespace, or of all (those
@@ -362,39 +374,14 @@ class Scheduler:
                 return
         frozen = tune_gc(freeze=True)  # the listed caches are long-lived: never walk them again
         log.info("caches synced", extra={"runs": sum(1 for _ in self.state.get().runs()), "gc_frozen": frozen})
-        election = self._options.leader_election
+        election = self._election
         shard = self._shard
-        if election is None or shard is not None:
+        if election is None:
             self._start_leading()
             if shard is not None:  # every replica works; the namespaces it owns come and go
                 shard.run()
             return
-        config = LeaderElectionConfig(
-            namespace=election.namespace,
-            identity=self._options.identity,
-            name=election.name,
-            lease_duration=election.lease_duration,
-            renew_deadline=election.renew_deadline,
-            retry_period=election.retry_period,
-        )
-        self._supervisor.thread(partial(self._report_standby, election.retry_period), "standby").start()
-        while not self._stopping.is_set():
-            elector = LeaderElector(
-                self._kube, config, self._start_leading, self._lost_leadership, on_server_reset=self._server_lost
-            )
-            with self._lock:
-                if self._stopping.is_set():
-                    return
-                self._elector = elector
-            ending = elector.run()
-            if ending == "stopped":
-                return
-            log.warning("leadership lost; campaigning again as a standby", extra={"identity": config.identity})
-
-    def _lost_leadership(self) -> None:
-        election = self._options.leader_election
-        self._stop_leading(graceful=False, timeout=election.renew_deadline if election is not None else 10.0)
-
+        election.campaign()
     def _start_leading(self, relisted: Tickets | None = None) -> None:
         """Open a term; ``relisted``: the relists it waits for (a reset asked for them), where a
         takeover would ask for its own."""
@@ -633,25 +620,3 @@ class Scheduler:
             return  # activation happens when leading starts or the namespace opens
         queue.on_event(old, new, event, released)
         queue.activate(workspace_wakeups(old, new, event))
-
-    # --- the standby's log line ---
-
-    def _report_standby(self, interval: float) -> None:
-        """Log once that this replica stands by, and for whom; again only when the holder changes.
-
-        The elector's thread blocks in ``run()``; this one reads what it last
-        observed at its own retry period. A term of our own resets it, so a
-        replica that lost the lease says again whom it now stands by for.
-        """
-        reported = ""
-        while not self._stopping.wait(interval):
-            elector = self._elector
-            if elector is None:
-                continue
-            if self._leading or elector.is_leader():
-                reported = ""
-                continue
-            holder = elector.observed_holder
-            if holder and holder != self._options.identity and holder != reported:
-                reported = holder
-                log.info("standing by", extra={"identity": self._options.identity, "holder": holder})
