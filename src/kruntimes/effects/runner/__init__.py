@@ -42,14 +42,15 @@ Pending Run is activated again. Writes reopen once that is done.
 
 Sharded mode (``shard_group``, ``--shard-by-namespace``): no election; every replica runs
 its workers from the start and ``effects.sharding.ShardMember`` decides which namespaces it
-owns. This class is that member's ``NamespaceHost``: a namespace taken gets its own three
+owns. ``shardhost.ShardHost`` is that member's ``NamespaceHost``: a namespace taken gets its own three
 informers (their first list is the new owner's consistent read), an empty ledger for it and
 its Pending Runs activated once the lists are applied; a namespace let go has its keys
 dropped, its informers stopped and its objects forgotten. The write gate is asked per
 namespace, and a worker drops a key whose namespace is not open here.
 
 Modules: ``options`` (the flags' values and their checks), ``scheduler`` (the ``Scheduler``:
-wiring and leadership terms), ``shardhost`` (sharded mode's ``NamespaceHost``).
+wiring, terms, resets), ``servers`` (the HTTP ports), ``election`` (the elected mode's
+campaigns), ``shardhost`` (sharded mode's ``NamespaceHost``).
 """
 
 from kruntimes.effects.runner.options import (

@@ -1,5 +1,10 @@
 """The ``Scheduler``: it builds the informers, queue, workers, metrics and servers, starts and
-stops them, and runs the leadership terms (``kruntimes.effects.runner`` describes the threads)."""
+stops them, and runs the leadership terms (``kruntimes.effects.runner`` describes the threads).
+
+It stays one class of about 600 lines: opening and ending a term, the worker loop, the informer
+callback and the reset after a server lost its state all read and change the same few fields
+(``_leading``, ``_queue``, ``_workers``, the write gate) under one lock.
+"""
 
 from __future__ import annotations
 
