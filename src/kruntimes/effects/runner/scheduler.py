@@ -128,9 +128,8 @@ class Scheduler:
             may_write=self._may_write,
             now=clock,
         )
-        self._shard: ShardMember | None = None
         self._host: ShardHost | None = None
-        """Sharded mode: the namespaces this replica takes and lets go (``_shard``'s ``NamespaceHost``)."""
+        """Sharded mode: the namespaces this replica takes and lets go, and its membership."""
         self._resets_asked = 0
         """Times the server was seen to lose its state (guarded by ``_lock``)."""
         self._resets_served = 0
@@ -143,9 +142,8 @@ class Scheduler:
         election = options.leader_election
         if options.shard_group is not None and election is not None:
             self._informers: tuple[Informer, ...] = ()
-            self._host = ShardHost(self, every_namespace=not options.namespaces)
-            self._shard = ShardMember(
-                kube,
+            self._host = ShardHost(
+                self,
                 ShardConfig(
                     lease_namespace=election.namespace,
                     identity=options.identity,
@@ -155,9 +153,7 @@ class Scheduler:
                     renew_deadline=election.renew_deadline,
                     retry_period=election.retry_period,
                 ),
-                self._host,
-                on_handoff=self._metrics.count_handoff,
-                supervisor=self._supervisor,
+                every_namespace=not options.namespaces,
             )
         else:
             namespaces: tuple[str | None, ...] = options.namespaces or (None,)
@@ -195,6 +191,11 @@ class Scheduler:
         """``http://host:port`` of ``/healthz`` and ``/readyz`` once started (``None`` when disabled)."""
         self.results: Callable[[CycleResult], None] | None = None
         """A hook called with every cycle's result (tests and the demo); must be quick."""
+
+    @property
+    def _shard(self) -> ShardMember | None:
+        host = self._host
+        return None if host is None else host.member
 
     @property
     def _elector(self) -> LeaderElector | None:
@@ -555,12 +556,12 @@ class Scheduler:
 
     def _work(self, queue: SchedulingQueue) -> None:
         work = queue.work
-        shard, host = self._shard, self._host
+        host = self._host
         while True:
             key = work.get()
             if key is None:
                 return
-            if shard is not None and host is not None and not host.begin(shard, key.namespace):
+            if host is not None and not host.begin(key.namespace):
                 work.forget(key)  # a namespace this replica let go of: its new owner plans it
                 work.done(key)
                 continue

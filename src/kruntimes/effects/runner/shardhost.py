@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Literal
 
 from kruntimes.effects.informer import Informer, NamespaceScope
-from kruntimes.effects.sharding import ShardMember
+from kruntimes.effects.sharding import ShardConfig, ShardMember
 from kruntimes.pure.ledger import EMPTY_LEDGER, without_namespace
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ log = logging.getLogger("kruntimes.effects.runner")
 class ShardHost:
     """The namespaces one replica of a shard group takes and lets go, and the cycles it runs of each."""
 
-    def __init__(self, scheduler: Scheduler, *, every_namespace: bool) -> None:
+    def __init__(self, scheduler: Scheduler, config: ShardConfig, *, every_namespace: bool) -> None:
         self._scheduler = scheduler
         self._by_namespace: dict[str, tuple[Informer, ...]] = {}
         """With ``--namespace``: the informers of each namespace this replica takes or owns."""
@@ -43,6 +43,14 @@ class ShardHost:
             # watches per replica, not three per namespace (docs/architecture.md, "Sharded mode")
             self._scope = NamespaceScope()
             self._scoped = scheduler._informers_of(None, self._scope)
+        self.member = ShardMember(
+            scheduler._kube,
+            config,
+            self,
+            on_handoff=scheduler.metrics.count_handoff,
+            supervisor=scheduler._supervisor,
+        )
+        """This replica in its group: which namespaces it owns."""
 
     def namespaces_known(self, namespaces: frozenset[str]) -> None:
         scope = self._scope
@@ -145,10 +153,10 @@ class ShardHost:
             informer.forget()
         self._scheduler.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
 
-    def begin(self, shard: ShardMember, namespace: str) -> bool:
+    def begin(self, namespace: str) -> bool:
         """Count a cycle of ``namespace`` in flight if the namespace is open here."""
         with self._scheduler._lock:
-            if not shard.accepts(namespace):
+            if not self.member.accepts(namespace):
                 return False
             self._in_flight[namespace] = self._in_flight.get(namespace, 0) + 1
             return True
