@@ -200,3 +200,49 @@ def test_a_run_on_a_replaced_pod_finishing_frees_no_room_and_no_target() -> None
     state = world(decoded_pod("a", uid="a-2"), active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"}))
     finished = decoded_run("r1", labels={"zone": "blue"}, phase="Succeeded", assigned_pod="a", assigned_pod_uid="a-1")
     assert woken(state, "MODIFIED", finished) == ()
+
+
+# --- what a Run's own event changed ---------------------------------------------------------------
+
+
+def test_an_active_run_relabelled_on_its_pod_signals_its_old_and_new_labels_as_targets(waiting: ClusterState) -> None:
+    state = apply(waiting, Event("ADDED", active_run("r", "a", labels={"app": "db"})))
+    relabelled = active_run("r", "a", labels={"app": "web"}, resource_version="2")
+    assert woken(state, "MODIFIED", relabelled) == (Targets("default", ({"app": "db"}, {"app": "web"})),)
+
+
+def test_a_finished_run_reset_to_pending_wakes_itself(waiting: ClusterState) -> None:
+    state = apply(waiting, Event("ADDED", decoded_run("done", phase="Succeeded")))
+    assert woken(state, "MODIFIED", decoded_run("done", resource_version="2")) == (Activate(key("done")),)
+
+
+def test_a_retried_run_whose_running_condition_moved_wakes_itself(waiting: ClusterState) -> None:
+    """The retry backoff counts from the ``Running`` condition's transition (SPEC §3): only the
+    ``Scheduled`` condition is the scheduler's own waiting write."""
+
+    def retried(since: float, version: str) -> Run:
+        running: dict[str, object] = {"type": "Running", "status": "False", "reason": "Error", "lastTransitionTime": at(since)}
+        return decoded_run("again", attempt=2, conditions=[running], resource_version=version)
+
+    state = apply(waiting, Event("ADDED", retried(-60, "1")))
+    assert woken(state, "MODIFIED", retried(0, "2")) == (Activate(key("again")),)
+
+
+# --- a pod's uid under its name -------------------------------------------------------------------
+
+
+def test_a_heartbeat_on_a_pod_with_runs_on_it_signals_no_targets() -> None:
+    state = world(decoded_pod("a", uid="a-1"), active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"}))
+    assert woken(state, "MODIFIED", decoded_pod("a", uid="a-1")) == ()
+
+
+def test_a_pod_seen_again_after_its_deletion_turns_its_runs_back_into_targets() -> None:
+    pod = decoded_pod("a", uid="a-1")
+    state = apply(world(pod, active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"})), Event("DELETED", pod))
+    assert woken(state, "ADDED", pod) == (Targets("default", ({"zone": "blue"},)), room(source="runtime_pod", grown=True))
+
+
+def test_a_replaced_pod_names_the_labels_its_runs_share_once() -> None:
+    blue = {"zone": "blue"}
+    state = world(decoded_pod("a", uid="a-1"), active_run("r1", "a", pod_uid="a-1", labels=blue), active_run("r2", "a", pod_uid="a-1", labels=blue))
+    assert woken(state, "DELETED", decoded_pod("a", uid="a-1")) == (Targets("default", (blue,)),)

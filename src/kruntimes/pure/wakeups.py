@@ -100,9 +100,8 @@ def _run_signals(old: ClusterState, event: Event, run: Run) -> tuple[Signal, ...
     after = None if event.type == "DELETED" else run
     if event.type == "DELETED" and before is None:
         before = run  # deleted without our having seen it: trust the last state sent
-    result: tuple[Signal, ...] = ()
-    if after is not None and after.status.pending and (before is None or _view(before) != _view(after)):
-        result += (Activate(run.key),)
+    replanned = after is not None and after.status.pending and (before is None or _view(before) != _view(after))
+    result: tuple[Signal, ...] = (Activate(run.key),) if replanned else ()
     was = before is not None and old.places(before)
     is_active = after is not None and old.places(after)  # (a Run's event leaves the pods as they were)
     if before is not None and was and (after is None or not is_active or after.status.assigned_pod != before.status.assigned_pod):

@@ -134,7 +134,7 @@ class WorkspacePlacement:
             return f'workspace "{ref.name}" is for runtime "{workspace.runtime}"'
         if workspace.phase == BOUND:
             return f'workspace "{ref.name}" is Bound to no pod'
-        return f'workspace "{ref.name}" is {workspace.phase or "in no phase"}'
+        return f'workspace "{ref.name}" is {workspace.phase}'  # Lost or Released: the only other refusals'
 
 
 def _reject_every(slots: Sequence[PodSlot]) -> Selection:
