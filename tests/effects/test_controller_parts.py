@@ -74,11 +74,13 @@ class FakeEvents:
     patched: list[tuple[str, str]] = field(default_factory=list)
     expire_next_patch: bool = False
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
         self.created.append(body)
         return Success(dict(body))
 
-    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
+    def patch(
+        self, path: str, body: str | bytes, content_type: str = MERGE_PATCH, *, read: bool = True
+    ) -> Result[JSONObject, ApiError]:
         if self.expire_next_patch:
             self.expire_next_patch = False
             return Failure(ApiError("not_found", 404, "NotFound", "gone"))

@@ -111,7 +111,7 @@ class _SlowEvents(FakeEvents):
         self.sending = threading.Event()
         self.release = threading.Event()
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
         self.sending.set()
         self.release.wait(5)
         return super().create(path, body)
@@ -139,7 +139,7 @@ def test_an_event_on_the_wire_keeps_its_namespace_busy_until_its_request_ends() 
 class CursedEvents(FakeEvents):
     """An Events API client with a bug that raises for the Events of one Run."""
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
         if cast(Mapping[str, object], body["involvedObject"])["name"] == "cursed":
             raise TypeError("a bug in the client")
         return super().create(path, body)

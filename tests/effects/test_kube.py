@@ -399,3 +399,16 @@ def test_callers_waiting_together_are_spaced_by_the_rate() -> None:
 def test_a_rate_of_zero_never_waits() -> None:
     limiter = RequestLimiter(0, 1, clock=FakeClock(), sleep=lambda seconds: pytest.fail("slept"))
     assert [limiter.take() for _ in range(1000)] == [0.0] * 1000
+
+
+def test_a_write_whose_answer_is_not_read_succeeds_on_a_2xx_answer_and_keeps_the_error_of_any_other(
+    stub: Running,
+) -> None:
+    events = "/api/v1/namespaces/ns/events"
+    stub.stub.route("POST", events, Reply(201))  # no body: an answer read would be a bad_response
+    stub.stub.route("PATCH", events + "/gone", Reply(404, status(404, "NotFound")))
+    kube = client_for(stub)
+    assert isinstance(kube.create(events, {"metadata": {"name": "e"}}, read=False), Success)
+    assert kube.create(events, {"metadata": {"name": "e"}}).failure().kind == "bad_response"
+    missing = kube.patch(events + "/gone", '{"count":2}', read=False).failure()
+    assert (missing.kind, missing.reason) == ("not_found", "NotFound")

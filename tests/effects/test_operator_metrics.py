@@ -30,11 +30,13 @@ class RefusingEvents:
 
     calls: list[str] = field(default_factory=list)
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
         self.calls.append(path)
         return Failure(FORBIDDEN)
 
-    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
+    def patch(
+        self, path: str, body: str | bytes, content_type: str = MERGE_PATCH, *, read: bool = True
+    ) -> Result[JSONObject, ApiError]:
         self.calls.append(path)
         return Failure(FORBIDDEN)
 

@@ -143,10 +143,12 @@ class ScriptedBinder:
 class NoEventApi:
     """The recorder's writer thread is never started here: nothing is sent."""
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
         return Failure(ApiError("transport", 0, "", "not connected"))
 
-    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
+    def patch(
+        self, path: str, body: str | bytes, content_type: str = MERGE_PATCH, *, read: bool = True
+    ) -> Result[JSONObject, ApiError]:
         return Failure(ApiError("transport", 0, "", "not connected"))
 
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Final, Literal, Protocol, TypeAlias
 
-from returns.result import Result
+from returns.result import Result, Success
 
 from kruntimes.effects.clock import utcnow
 from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
@@ -73,9 +73,12 @@ WARN_INTERVAL: Final = 60.0
 class EventApi(Protocol):
     """What the recorder needs from ``kube.Kube``."""
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]: ...
+    # ``read=False``: the recorder never reads a written Event back, so its answer is not decoded.
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]: ...
 
-    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]: ...
+    def patch(
+        self, path: str, body: str | bytes, content_type: str = MERGE_PATCH, *, read: bool = True
+    ) -> Result[JSONObject, ApiError]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,8 +390,8 @@ class EventRecorder:
             body = '{"count":%d,"lastTimestamp":"%s"}' % (count + 1, _time(item.at))
             if not self._authorized(item):
                 return
-            patched = self._kube.patch(EVENTS.path(item.namespace, name), body, MERGE_PATCH)
-            if patched.value_or(None) is not None:
+            patched = self._kube.patch(EVENTS.path(item.namespace, name), body, MERGE_PATCH, read=False)
+            if isinstance(patched, Success):
                 self._series[series_key] = (name, count + 1)
                 self._series.move_to_end(series_key)
                 self.written += 1
@@ -401,8 +404,8 @@ class EventRecorder:
         event = self._body(item, name)
         if not self._authorized(item):
             return
-        created = self._kube.create(EVENTS.path(item.namespace), event)
-        if created.value_or(None) is None:
+        created = self._kube.create(EVENTS.path(item.namespace), event, read=False)
+        if not isinstance(created, Success):
             self._failed(item, created.failure())
             return
         self._series[series_key] = (name, 1)

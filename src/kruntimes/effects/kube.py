@@ -408,8 +408,10 @@ def load_configuration(
 # --- the client ---------------------------------------------------------------------------------
 
 
-def _answered(status: int, data: bytes, retry_after: str | None) -> Result[JSONObject, ApiError]:
-    """A 2xx JSON object is a ``Success``; any other answer an ``ApiError``."""
+def _answered(status: int, data: bytes, retry_after: str | None, read: bool = True) -> Result[JSONObject, ApiError]:
+    """A 2xx JSON object is a ``Success`` (an empty object without ``read``: the answer was not decoded); any other answer an ``ApiError``."""
+    if not read and 200 <= status < 300:
+        return Success({})
     try:
         parsed: object = loads(data) if data else None
     except ValueError:
@@ -538,13 +540,16 @@ class Kube:
         params: Mapping[str, str] | None = None,
         body: bytes | None = None,
         content_type: str | None = None,
+        read: bool = True,
     ) -> Result[JSONObject, ApiError]:
-        """One request; a 2xx JSON object is a ``Success``, anything else an ``ApiError``."""
+        """One request; a 2xx JSON object is a ``Success``, anything else an ``ApiError``.
+        Without ``read`` a 2xx answer is not decoded (a write whose answer nobody reads: decoding
+        it was most of an Event write's client CPU); the ``Success`` holds an empty object."""
         observer = self._observer
         if observer is None:
-            return self._request(method, path, params, body, content_type)
+            return self._request(method, path, params, body, content_type, read)
         started = time.perf_counter()
-        result = self._request(method, path, params, body, content_type)
+        result = self._request(method, path, params, body, content_type, read)
         failed = result.failure() if isinstance(result, Failure) else None
         observer(method, 200 if failed is None else failed.status, time.perf_counter() - started)
         return result
@@ -556,6 +561,7 @@ class Kube:
         params: Mapping[str, str] | None,
         body: bytes | None,
         content_type: str | None,
+        read: bool = True,
     ) -> Result[JSONObject, ApiError]:
         self._limiter.take()
         content = content_type if body is not None else None
@@ -571,7 +577,7 @@ class Kube:
             if isinstance(answer, NoAnswer):
                 kind: ErrorKind = "transport" if answer.sent else "unreachable"
                 return Failure(ApiError(kind, 0, "", answer.reason))
-            return self._answered(answer.status, answer.body, answer.retry_after)
+            return self._answered(answer.status, answer.body, answer.retry_after, read)
         try:  # through a proxy
             response = self._pool.request(
                 method, self._url(path, params), body=body, headers=self._headers(content), timeout=self._timeout,
@@ -579,21 +585,23 @@ class Kube:
             )
         except urllib3.exceptions.HTTPError as problem:
             return Failure(transport_error(problem))
-        return self._answered(response.status, response.data, response.headers.get("Retry-After"))
+        return self._answered(response.status, response.data, response.headers.get("Retry-After"), read)
 
-    def _answered(self, status: int, data: bytes, retry_after: str | None) -> Result[JSONObject, ApiError]:
+    def _answered(
+        self, status: int, data: bytes, retry_after: str | None, read: bool = True
+    ) -> Result[JSONObject, ApiError]:
         if status == 401:
             self._auth = (float("-inf"), None, "")  # the token may have been replaced: read it at the next request
-        return _answered(status, data, retry_after)
+        return _answered(status, data, retry_after, read)
 
     # --- verbs ---
 
     def get(self, path: str) -> Result[JSONObject, ApiError]:
         return self.request("GET", path)
 
-    def create(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
-        """POST ``body`` to the collection ``path``."""
-        return self.request("POST", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT)
+    def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
+        """POST ``body`` to the collection ``path`` (``read``: see :meth:`request`)."""
+        return self.request("POST", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT, read=read)
 
     def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
         """PUT ``body`` (carrying ``metadata.resourceVersion`` for optimistic concurrency)."""
@@ -607,9 +615,11 @@ class Kube:
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": resource_version}}
         return self.request("DELETE", path, body=json.dumps(options).encode(), content_type=JSON_CONTENT)
 
-    def patch(self, path: str, body: str | bytes, content_type: str = MERGE_PATCH) -> Result[JSONObject, ApiError]:
+    def patch(
+        self, path: str, body: str | bytes, content_type: str = MERGE_PATCH, *, read: bool = True
+    ) -> Result[JSONObject, ApiError]:
         raw = body.encode() if isinstance(body, str) else body
-        return self.request("PATCH", path, body=raw, content_type=content_type)
+        return self.request("PATCH", path, body=raw, content_type=content_type, read=read)
 
     def patch_status(
         self, path: str, body: str | bytes, content_type: str = MERGE_PATCH
