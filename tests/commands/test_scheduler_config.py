@@ -16,7 +16,7 @@ from returns.pipeline import is_successful
 
 from kruntimes.cli import main as cli_main
 from kruntimes.commands import scheduler as command
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME as ELECTOR_LEASE_NAME
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME as ELECTOR_LEASE_NAME
 from kruntimes.effects.runner import SchedulerOptions
 from kruntimes.pure.framework.registry import RegistryError
 from kruntimes.pure.model.plan import Bind

@@ -50,10 +50,10 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
 from kruntimes.effects.logs import Throttle
-from kruntimes.effects.threads import Supervisor
+from kruntimes.kubeclient.threads import Supervisor
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import API_VERSION, Run
 

@@ -79,8 +79,8 @@ from typing import Final, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from returns.result import Result
 
-from kruntimes.effects.atom import Atom
-from kruntimes.effects.kube import (
+from kruntimes.kubeclient.atom import Atom
+from kruntimes.kubeclient.kube import (
     PODS,
     RUNS,
     WORKSPACES,
@@ -92,8 +92,8 @@ from kruntimes.effects.kube import (
     version_number,
 )
 from kruntimes.effects.metrics import ServerReset
-from kruntimes.effects.workqueue import ExponentialDelay, Clock
-from kruntimes.effects.threads import SupervisedThread, Supervisor
+from kruntimes.kubeclient.workqueue import ExponentialDelay, Clock
+from kruntimes.kubeclient.threads import SupervisedThread, Supervisor
 from kruntimes.pure.state.cluster import ClusterState, Event, EventType, apply
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace

@@ -19,7 +19,7 @@ time rather than mirrored on every change.
 
 ``serve`` runs ``httpserving.HttpServer`` (one selector thread, bounded connections, request
 deadlines) exposing exactly ``/metrics``, ``/healthz`` (also as ``/livez``) and ``/readyz``; any other path is a 404. With ``secure``
-(``--metrics-secure``, ``effects/secureserving.py``) it speaks TLS and every request but the
+(``--metrics-secure``, ``kubeclient/secureserving.py``) it speaks TLS and every request but the
 always-allowed paths must carry a bearer token the API server authenticates and authorises,
 before the path is even looked at (401, 403), as kube-scheduler's secure port does.
 """
@@ -47,10 +47,10 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from kruntimes import __version__
-from kruntimes.effects.httpserving import DEFAULT_LIMITS, DropReason, Handler, HttpServer, Limits, Request, Response
-from kruntimes.effects.kube import ErrorKind
-from kruntimes.effects.secureserving import SecureServing
-from kruntimes.effects.threads import SKIPPABLE, Stage, SupervisedThread
+from kruntimes.kubeclient.httpserving import DEFAULT_LIMITS, DropReason, Handler, HttpServer, Limits, Request, Response
+from kruntimes.kubeclient.kube import ErrorKind
+from kruntimes.kubeclient.secureserving import SecureServing
+from kruntimes.kubeclient.threads import SKIPPABLE, Stage, SupervisedThread
 from kruntimes.pure.queueing import ParkReason
 from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource

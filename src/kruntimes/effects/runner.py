@@ -64,15 +64,15 @@ from functools import partial
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD, Binder
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, CycleLogWriter, unwritable
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
-from kruntimes.effects.kube import Kube
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
-from kruntimes.effects.secureserving import SecureServingOptions, secure_serving
+from kruntimes.kubeclient.kube import Kube
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
+from kruntimes.kubeclient.secureserving import SecureServingOptions, secure_serving
 from kruntimes.effects.sharding import ShardConfig, ShardMember
 from kruntimes.effects.metrics import (
     ALL_ENDPOINTS,
@@ -89,7 +89,7 @@ from kruntimes.pure.model.times import format_duration
 from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET
 from kruntimes.effects.schedulingqueue import SchedulingQueue
-from kruntimes.effects.threads import Supervisor
+from kruntimes.kubeclient.threads import Supervisor
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY

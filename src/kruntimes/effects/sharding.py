@@ -29,13 +29,13 @@ from typing import Final, Protocol
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
-from kruntimes.effects.leader import INT32_MAX, WARN_INTERVAL, micro_time, timing_problems
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, resource_version_of
+from kruntimes.kubeclient.leader import INT32_MAX, WARN_INTERVAL, micro_time, timing_problems
 from kruntimes.effects.logs import Throttle
 from kruntimes.effects.metrics import ShardHandoff as Handoff
-from kruntimes.effects.threads import Supervisor
-from kruntimes.effects.workqueue import Clock
+from kruntimes.kubeclient.threads import Supervisor
+from kruntimes.kubeclient.workqueue import Clock
 from kruntimes.pure import sharding
 from kruntimes.pure.sharding import (
     ASSIGNMENT_ROLE,

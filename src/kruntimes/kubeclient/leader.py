@@ -49,11 +49,11 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of, version_number
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, resource_version_of, version_number
 from kruntimes.effects.logs import Throttle
 from kruntimes.effects.metrics import ServerReset
-from kruntimes.effects.workqueue import Clock
+from kruntimes.kubeclient.workqueue import Clock
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from kubernetes import config as _kube_config_module
 from kubernetes.client import ApiClient, Configuration
 from returns.result import Failure, Result, Success
 
-from kruntimes.effects.ratelimit import RequestLimiter
-from kruntimes.effects.wire import NoAnswer, Wire
+from kruntimes.kubeclient.ratelimit import RequestLimiter
+from kruntimes.kubeclient.wire import NoAnswer, Wire
 from kruntimes.pure.readers.json import loads
 
 log = logging.getLogger(__name__)
@@ -468,7 +468,7 @@ class Kube:
         self._request_timeout = request_timeout
         self._timeout = urllib3.Timeout(connect=10.0, read=request_timeout)
         # Requests with one answer each go through our own framing on connections of the one
-        # host's pool (effects.wire): urllib3's request and answer objects cost three quarters of
+        # host's pool (kubeclient.wire): urllib3's request and answer objects cost three quarters of
         # a request's client CPU. Not through a proxy, whose manager rewrites requests for it.
         self._wire: Wire | None = None
         self._prefix = ""
