@@ -65,6 +65,11 @@ Stopping: ``stop()`` ends the loop at once: it interrupts the open watch (a
 stream that can be interrupted, ``kube.WatchStream``, shuts its socket down so a
 thread blocked on a quiet watch wakes), and a back-off sleep ends with it.
 ``join(timeout)`` waits for the thread.
+
+One module at about 850 lines: the list/watch/relist loop and the decoding into the
+ClusterState share the loop's state (the resourceVersion, the versions seen that show a
+server lost its state, the relist's diff against the state), so the generic reflector is
+not yet separated from what it feeds.
 """
 
 from __future__ import annotations

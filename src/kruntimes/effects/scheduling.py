@@ -43,7 +43,7 @@ from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
 from kruntimes.kubeclient.kube import ApiError
-from kruntimes.effects.logs import Throttle
+from kruntimes.kubeclient.throttle import Throttle
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.pure import step as steps
 from kruntimes.pure.framework.registry import Registry

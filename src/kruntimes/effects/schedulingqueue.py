@@ -38,7 +38,8 @@ from typing import Final, assert_never
 from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics, WaitingReason
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
-from kruntimes.kubeclient.workqueue import WorkQueue, by_policy
+from kruntimes.effects.queueorder import by_policy
+from kruntimes.kubeclient.workqueue import WorkQueue
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot, epoch_us

@@ -32,7 +32,7 @@ from returns.result import Result
 from kruntimes.kubeclient.clock import utcnow
 from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, resource_version_of
 from kruntimes.kubeclient.leader import INT32_MAX, WARN_INTERVAL, micro_time, timing_problems
-from kruntimes.effects.logs import Throttle
+from kruntimes.kubeclient.throttle import Throttle
 from kruntimes.effects.metrics import ShardHandoff as Handoff
 from kruntimes.kubeclient.threads import Supervisor
 from kruntimes.kubeclient.workqueue import Clock

@@ -50,9 +50,8 @@ from typing import Final, Literal, Protocol, TypeAlias
 from returns.result import Result
 
 from kruntimes.kubeclient.clock import utcnow
-from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, resource_version_of, version_number
-from kruntimes.effects.logs import Throttle
-from kruntimes.effects.metrics import ServerReset
+from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, ServerReset, resource_version_of, version_number
+from kruntimes.kubeclient.throttle import Throttle
 from kruntimes.kubeclient.workqueue import Clock
 
 log = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ from prometheus_client import CollectorRegistry, Counter
 from returns.result import Failure, Result
 
 from kruntimes.kubeclient.kube import ApiError, JSONObject
-from kruntimes.effects.logs import Throttle
+from kruntimes.kubeclient.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
