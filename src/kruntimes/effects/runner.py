@@ -71,7 +71,7 @@ from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
 from kruntimes.kubeclient.kube import Kube
-from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, default_identity
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaderElector, LeaseTimings, default_identity
 from kruntimes.kubeclient.secureserving import SecureServingOptions, secure_serving
 from kruntimes.effects.sharding import ShardConfig, ShardMember
 from kruntimes.effects.metrics import (
@@ -142,18 +142,12 @@ def tune_gc(*, freeze: bool) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaderElectionOptions:
+class LeaderElectionOptions(LeaseTimings):
     """The Lease and its timings (SPEC §10; client-go's defaults)."""
 
     namespace: str = "default"
     """Where the Lease lives: the scheduler's own namespace in a cluster."""
     name: str = DEFAULT_LEASE_NAME
-    lease_duration: float = 15.0
-    """A standby takes over this long after the leader's last renewal (SIGKILL failover time)."""
-    renew_deadline: float = 10.0
-    """The leader stops working when it could not renew for this long (< lease_duration)."""
-    retry_period: float = 2.0
-    """Between acquire/renew attempts."""
 
 
 @dataclass(frozen=True, slots=True)
