@@ -29,7 +29,7 @@ from _servers import BindTimes, RawClient, Server, create_runs, current_version,
 from _wide import Tree, spawn_scheduler, stop_scheduler
 from floor import measure_floor
 
-from kruntimes.effects.kube import RUNS
+from kruntimes.kubeclient.kube import RUNS
 
 
 def phase_stats(sent: dict[str, float], bound: dict[str, float]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ REPO: Final = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from kruntimes.effects.kube import RUNS, Kube, load_configuration  # noqa: E402
+from kruntimes.kubeclient.kube import RUNS, Kube, load_configuration  # noqa: E402
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient, fleets  # noqa: E402
 from kruntimes.runtimesim.decide import RunSettings  # noqa: E402
 

@@ -34,7 +34,7 @@ from _common import VENV_BIN, cpu_seconds, free_port, scrape, stop_process, thre
 from _servers import BindTimes, RawClient, Server, create_runs, current_version, run_manifest, start_simulator
 from floor import measure_floor
 
-from kruntimes.effects.kube import RUNS
+from kruntimes.kubeclient.kube import RUNS
 
 WORKERS: Final = 4
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, run_body  # noqa: E402
 from _servers import SERVER_HELP, start_server  # noqa: E402
 
-from kruntimes.effects.kube import RUNS, connect  # noqa: E402
+from kruntimes.kubeclient.kube import RUNS, connect  # noqa: E402
 
 NAMESPACE = "bench"
 RUN = "r1"

@@ -11,7 +11,7 @@ simulator keeping P Runtime Pods Running/Ready and heartbeating), the scheduler
 (``kruntimes scheduler --namespace default --workers N``), and this load
 generator (creator threads + one watcher, raw urllib3). The *floor* is a fourth
 process run before and after the scheduler on the same server: N threads of
-``effects.kube.Kube.patch_status`` sending the same bind body (carrying the
+``kubeclient.kube.Kube.patch_status`` sending the same bind body (carrying the
 observed resourceVersion) to every Pending Run of its own namespace as its
 watch delivers them, i.e. a scheduler that does no planning. Both face the same
 creation burst, so the ratio scheduler/floor is what the scheduler's own work costs.
@@ -112,7 +112,7 @@ class Variant:
 
 def floor_worker(args: argparse.Namespace) -> int:
     """``--floor-worker``: watch the namespace, PATCH every Pending Run with a bind body."""
-    from kruntimes.effects.kube import RUNS, Kube, connect
+    from kruntimes.kubeclient.kube import RUNS, Kube, connect
     from kruntimes.pure.model.objects import Condition
     from kruntimes.pure.status import StatusPatch, patch_body
 

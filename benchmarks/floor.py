@@ -7,7 +7,7 @@
 ``backlog.py`` and ``e2e.py`` measure it in the same run as the scheduler, on the same server;
 this script measures it alone.
 
-**What is sent.** Each client is a thread with one kept-alive connection (``effects.kube.Kube``,
+**What is sent.** Each client is a thread with one kept-alive connection (``kubeclient.kube.Kube``,
 the scheduler's own client, on the scheduler's credentials: its ServiceAccount token on ``real``)
 and one Run of its own, created beforehand. It sends a bind's merge patch to that Run's ``status``
 (``pure.status.patch_body``: phase, pod, pod UID, a ``Scheduled`` condition, the resourceVersion it
@@ -57,7 +57,7 @@ def _percentile(values: list[float], q: float) -> float:
 def worker(args: argparse.Namespace) -> int:
     """``--worker``: ``--threads`` clients; prints ``ready``, waits for a line on stdin, patches for
     ``--seconds`` (or at ``--rate`` a second over all threads), prints one JSON line."""
-    from kruntimes.effects.kube import RUNS, connect
+    from kruntimes.kubeclient.kube import RUNS, connect
     from kruntimes.pure.model.objects import Condition
     from kruntimes.pure.status import StatusPatch, patch_body
 

@@ -14,7 +14,7 @@ Per (rate, namespaces): ``--runs`` Runs created at the rate (one creator per nam
 share of the rate, so with several namespaces Runs come due in groups), until every one has
 Succeeded. The count is the same at every rate: a slower rate takes longer, so its fixed costs
 (heartbeats, idle wake-ups) weigh more per bind, as they do in a cluster. The scheduler names its
-threads in the kernel (``effects/threads.py``); each thread's CPU is read from
+threads in the kernel (``kubeclient/threads.py``); each thread's CPU is read from
 ``/proc/PID/task/TID/schedstat`` (nanoseconds) and its voluntary context switches (its wake-ups,
 nearly) from ``.../status``, before the first create and after the last Run ended. Reported per bind: µs of CPU and wake-ups per thread (threads of one kind summed:
 ``worker-*``, ``informer-runs`` of every namespace), their total, and cycles and work-queue adds

@@ -20,7 +20,7 @@ from typing import Final, ParamSpec, TypeAlias, TypeVar
 
 from returns.result import Result
 
-from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube
+from kruntimes.kubeclient.kube import PODS, RUNS, JSONObject, Kube
 
 from kruntimes.pure.readers.kube import DecodeError, decode_pod, decode_run, decode_workspace
 from kruntimes.pure.model.objects import (

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from returns.result import Result
 
 from kruntimes.cli import build_parser
-from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.kubeclient.kube import ApiError, JSONObject
 from kruntimes.effects.metrics import SchedulerMetrics
-from kruntimes.effects.secureserving import DelegatedAuth
+from kruntimes.kubeclient.secureserving import DelegatedAuth
 from kruntimes.pure.ledger import EMPTY_LEDGER
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, RunKey
 from kruntimes.pure.state.cluster import from_objects

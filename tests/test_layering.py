@@ -50,8 +50,15 @@ FORBIDDEN_MODULES = frozenset(
 FORBIDDEN_CALLS = frozenset({"now", "utcnow", "today", "monotonic", "perf_counter", "time_ns"})
 
 
+# Leaf modules outside ``pure`` that both ``pure`` and the Kubernetes client import (so the client
+# imports nothing of the scheduler); held to the same rules, so importing one keeps a module pure.
+SHARED_LEAVES = frozenset({"kruntimes.jsontext"})
+
+
 def pure_modules() -> Iterator[Path]:
     yield from sorted(PURE.rglob("*.py"))
+    for leaf in sorted(SHARED_LEAVES):
+        yield PURE.parent.joinpath(*leaf.split(".")[1:]).with_suffix(".py")
 
 
 def imported_modules(tree: ast.AST) -> Iterator[tuple[int, str]]:
@@ -71,7 +78,7 @@ def violations(path: Path) -> list[str]:
     found: list[str] = []
     for line, module in imported_modules(tree):
         top = module.lstrip(".").split(".")[0]
-        if module.startswith("kruntimes.") and not module.startswith("kruntimes.pure"):
+        if module.startswith("kruntimes.") and not module.startswith("kruntimes.pure") and module not in SHARED_LEAVES:
             found.append(f"{path.name}:{line} imports {module}, outside the pure layer")
         elif module.startswith(".") and "effects" in module.split("."):
             found.append(f"{path.name}:{line} imports the effect layer ({module})")
@@ -84,7 +91,7 @@ def violations(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("path", list(pure_modules()), ids=lambda p: str(p.relative_to(PURE)))
+@pytest.mark.parametrize("path", list(pure_modules()), ids=lambda p: str(p.relative_to(PURE.parent)))
 def test_pure_module_performs_no_io_reads_no_clock_and_draws_no_randomness(path: Path) -> None:
     assert violations(path) == []
 
@@ -113,5 +120,5 @@ def test_the_checker_catches_each_kind_of_violation(tmp_path: Path) -> None:
 
 
 def test_pure_package_is_not_empty() -> None:
-    names = {p.relative_to(PURE).as_posix() for p in pure_modules()}
+    names = {p.relative_to(PURE).as_posix() for p in pure_modules() if p.is_relative_to(PURE)}
     assert {"model/objects.py", "readers/kube.py", "model/quantity.py", "step.py"} <= names

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kruntimes.effects.kube import Kube, KubeError, WatchStream
+from kruntimes.kubeclient.kube import Kube, KubeError, WatchStream
 from kruntimes.verify import HistoryRecord, Resource
 from kruntimes.verify.history import Write
 from tests.controlplane.faultproxy import RecordedWrite

@@ -32,7 +32,7 @@ from kruntimes.devcluster import ApiError, DevCluster, SimulatorSettings
 from kruntimes.devcluster.faults import Faults
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
-from kruntimes.effects.kube import JSON_CONTENT, MERGE_PATCH, Kube, load_configuration
+from kruntimes.kubeclient.kube import JSON_CONTENT, MERGE_PATCH, Kube, load_configuration
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
 from kruntimes.verify.history import Resource, Write

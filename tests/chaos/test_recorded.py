@@ -14,7 +14,7 @@ from typing import Any
 from returns.result import Failure
 
 from kruntimes.devcluster.faults import RequestInfo
-from kruntimes.effects.kube import JSON_CONTENT, MERGE_PATCH, Kube, load_configuration
+from kruntimes.kubeclient.kube import JSON_CONTENT, MERGE_PATCH, Kube, load_configuration
 from kruntimes.verify.history import Write
 from tests.controlplane.faultproxy import RecordedWrite
 

@@ -22,7 +22,7 @@ from returns.result import Success
 
 from kruntimes.cli import main
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.kubeclient.kube import Kube, load_configuration
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.model.objects import Object
 from kruntimes.pure.readers.cyclelog import CycleRecord, encode_record

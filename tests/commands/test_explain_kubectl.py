@@ -25,7 +25,7 @@ import yaml
 from kruntimes.cli import main
 from kruntimes.commands.explain import default_namespace
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import JSONObject, Kube, load_configuration
+from kruntimes.kubeclient.kube import JSONObject, Kube, load_configuration
 from tests.builders import make_pod, make_run
 from tests.kubectl import Kubectl
 

@@ -16,7 +16,8 @@ from returns.pipeline import is_successful
 
 from kruntimes.cli import main as cli_main
 from kruntimes.commands import scheduler as command
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME as ELECTOR_LEASE_NAME
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME as ELECTOR_LEASE_NAME
+from kruntimes.kubeclient.leader import LeaseTimings
 from kruntimes.effects.runner import SchedulerOptions
 from kruntimes.pure.framework.registry import RegistryError
 from kruntimes.pure.model.plan import Bind
@@ -136,6 +137,17 @@ def test_an_explicit_lease_namespace_wins_over_the_pod_namespace() -> None:
 
 def test_the_configuration_default_lease_name_is_the_electors() -> None:
     assert DEFAULT_LEASE_NAME == ELECTOR_LEASE_NAME
+
+
+def test_a_configuration_file_without_lease_timings_elects_with_the_clients_timings() -> None:
+    election = DEFAULT_CONFIGURATION.leader_election
+    given = (election.lease_duration, election.renew_deadline, election.retry_period)
+    client = LeaseTimings()
+    assert tuple(t.total_seconds() for t in given) == (client.lease_duration, client.renew_deadline, client.retry_period)
+    options = _options(environ={"POD_NAMESPACE": "mine"})
+    assert options.leader_election is not None
+    assert LeaseTimings(lease_duration=options.leader_election.lease_duration, renew_deadline=options.leader_election.renew_deadline,
+                        retry_period=options.leader_election.retry_period) == client
 
 
 def _readme_scheduler_commands(path: Path) -> list[list[str]]:

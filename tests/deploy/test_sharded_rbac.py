@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
-from kruntimes.effects.kube import LEASES
+from kruntimes.kubeclient.kube import LEASES
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
 from kruntimes.pure.sharding import (
     ASSIGNMENT_ROLE,

@@ -20,8 +20,8 @@ import yaml
 
 from kruntimes.devcluster import DevCluster, SimulatorSettings
 from kruntimes.devcluster.resources import kruntimes_crds
-from kruntimes.effects.kube import Kube as Kube_
-from kruntimes.effects.kube import load_configuration
+from kruntimes.kubeclient.kube import Kube as Kube_
+from kruntimes.kubeclient.kube import load_configuration
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
 from kruntimes.runtimesim.decide import RunSettings
 from tests.controlplane import session as controlplane

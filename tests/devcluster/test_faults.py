@@ -14,7 +14,7 @@ from kubernetes import client
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.faults import Faults, RequestInfo
 from kruntimes.devcluster.store import Store
-from kruntimes.effects.kube import Kube as RawKube, load_configuration
+from kruntimes.kubeclient.kube import Kube as RawKube, load_configuration
 
 from .helpers import GROUP, VERSION, Kube, WatchCollector, request_json, wait_until
 

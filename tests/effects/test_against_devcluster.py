@@ -16,11 +16,11 @@ import pytest
 from returns.result import Failure
 
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.informer import Informer, watched_pods, watched_runs
-from kruntimes.effects.kube import RUNS, Kube, load_configuration
-from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
+from kruntimes.kubeclient.kube import RUNS, Kube, load_configuration
+from kruntimes.kubeclient.leader import LeaderElectionConfig, LeaderElector
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.readers.kube import decode_run
 from kruntimes.pure.model.objects import Run, RunKey

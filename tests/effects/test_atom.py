@@ -11,7 +11,7 @@ from pyrsistent.typing import PVector
 
 import pytest
 
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.atom import Atom
 
 THREADS = 8
 SWAPS_PER_THREAD = 2_000

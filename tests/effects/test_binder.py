@@ -12,7 +12,7 @@ from kubernetes.client import Configuration
 from returns.result import Failure
 
 from kruntimes.effects.binder import Binder, write_outcome
-from kruntimes.effects.kube import ApiError, ErrorKind, Kube
+from kruntimes.kubeclient.kube import ApiError, ErrorKind, Kube
 from kruntimes.pure.readers.kube import decode_run
 from kruntimes.pure.model.objects import Run
 from kruntimes.pure.status import bind_status

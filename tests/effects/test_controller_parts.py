@@ -14,8 +14,9 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from kruntimes.cli import main as cli_main
-from kruntimes.effects.events import EventRecorder, EventSettings, TokenBucket
-from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject
+from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.kubeclient.tokenbucket import TokenBucket
+from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject
 from kruntimes.effects.logs import JsonFormatter, TextFormatter, configure, resolve_format
 from kruntimes.effects.runner import SchedulerOptions, parse_bind_address, workspace_wakeups
 from kruntimes.pure.state.cluster import Event, apply, from_objects

@@ -9,11 +9,11 @@ from typing import cast
 
 from returns.result import Result
 
-from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.kubeclient.kube import ApiError, JSONObject
 
 from kruntimes.effects.events import EventRecorder, EventSettings
-from kruntimes.effects.leader import LeaderElector
-from kruntimes.effects.threads import Supervisor
+from kruntimes.kubeclient.leader import LeaderElector
+from kruntimes.kubeclient.threads import Supervisor
 from tests.effects.fakes import FakeClock
 from tests.effects.test_controller_parts import FakeEvents, _run
 from tests.effects.test_leader import FakeLeases, elected

@@ -12,7 +12,7 @@ from typing import cast
 import pytest
 from returns.result import Failure, Result, Success
 
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.informer import (
     MAX_FIELD_SELECTOR,
     Informer,
@@ -25,7 +25,7 @@ from kruntimes.effects.informer import (
     watched_workspaces,
 )
 from kruntimes.effects.logs import extra_fields
-from kruntimes.effects.kube import (
+from kruntimes.kubeclient.kube import (
     RUNS,
     ApiError,
     ErrorKind,
@@ -36,8 +36,8 @@ from kruntimes.effects.kube import (
     error_from_status,
     parse_watch_stream,
 )
-from kruntimes.effects.threads import Supervisor
-from kruntimes.effects.workqueue import ExponentialDelay
+from kruntimes.kubeclient.threads import Supervisor
+from kruntimes.kubeclient.workqueue import ExponentialDelay
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event, apply
 from kruntimes.pure.model.objects import Object, RunKey
 from kruntimes.pure.readers.kube import DecodeError, decode_run
@@ -312,7 +312,7 @@ def test_an_object_whose_decoding_raises_is_skipped_counted_and_logged_by_its_ke
     assert h.informer.has_synced() and kinds(h) == [("ADDED", "a"), ("ADDED", "b")]
     assert h.informer.resource_version == "5", "the watch went on past the object it skipped"
     assert supervisor.skips()[("informer-runs", "decode")] == 2 and supervisor.failure is None
-    logged = [r for r in caplog.records if r.name == "kruntimes.effects.threads"]
+    logged = [r for r in caplog.records if r.name == "kruntimes.kubeclient.threads"]
     assert [getattr(r, "object") for r in logged] == [f"{NS}/listed", f"{NS}/watched"]
     assert all("ValueError" in str(getattr(r, "error")) for r in logged)
     assert SECRET not in caplog.text + "".join(str(r.__dict__) for r in caplog.records)

@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client import Configuration
 from returns.result import Failure, Success
 
-from kruntimes.effects.kube import (
+from kruntimes.kubeclient.kube import (
     LEASES,
     PODS,
     RUNS,
@@ -22,7 +22,7 @@ from kruntimes.effects.kube import (
     parse_watch_stream,
 )
 from kruntimes.pure.readers.json import OverlongNumber
-from kruntimes.effects.ratelimit import RequestLimiter
+from kruntimes.kubeclient.ratelimit import RequestLimiter
 from tests.effects.fakes import FakeClock
 from tests.effects.stubserver import Reply, Running, Seen, StubServer, lines, running
 

@@ -11,9 +11,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from returns.result import Failure, Result, Success
 
-from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.kubeclient.kube import ApiError, JSONObject
 from kruntimes.effects.logs import extra_fields
-from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector, LeaseRecord, Sleeper, micro_time
+from kruntimes.kubeclient.leader import LeaderElectionConfig, LeaderElector, LeaseRecord, Sleeper, micro_time
 from tests.effects.fakes import FakeClock, FakeSleeper
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/sched/leases/kruntimes-scheduler"
@@ -479,13 +479,13 @@ class ForbiddenLeases(FakeLeases):
 
 
 def _lease_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "kruntimes.effects.leader" and r.levelno >= logging.WARNING]
+    return [r for r in caplog.records if r.name == "kruntimes.kubeclient.leader" and r.levelno >= logging.WARNING]
 
 
 def test_a_lease_that_keeps_failing_is_a_warning_with_its_cause_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
     leases, clock = ForbiddenLeases(), FakeClock()
     a = candidate(leases, clock, "a")
-    with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.leader"):
+    with caplog.at_level(logging.DEBUG, logger="kruntimes.kubeclient.leader"):
         for _ in range(60):  # two minutes of attempts, one every retry period (2 s)
             assert a.elector.try_acquire_or_renew() == "error"
             clock.advance(2.0)
@@ -509,7 +509,7 @@ def test_a_failed_create_and_a_failed_renewal_are_warnings_too(caplog: pytest.Lo
     leases, clock = FakeLeases(), FakeClock()
     a = candidate(leases, clock, "a")
     leases.down = True
-    with caplog.at_level(logging.INFO, logger="kruntimes.effects.leader"):
+    with caplog.at_level(logging.INFO, logger="kruntimes.kubeclient.leader"):
         assert a.elector.try_acquire_or_renew() == "error"  # the get fails
         leases.down = False
         assert a.elector.try_acquire_or_renew() == "leading"

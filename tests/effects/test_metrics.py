@@ -15,7 +15,7 @@ from kubernetes.client import Configuration
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from kruntimes.effects.metrics import MetricsServer, Probes, SchedulerMetrics, serve
 from kruntimes.effects.runner import Scheduler
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY

@@ -11,7 +11,7 @@ from kubernetes.client import Configuration
 from returns.result import Failure, Result
 
 from kruntimes.effects.events import EventRecorder
-from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, Kube
+from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject, Kube
 from kruntimes.effects.metrics import SchedulerMetrics, code_class, package_version, verb_of
 from tests.effects.fakes import FakeClock
 from tests.effects.stubserver import Reply, Running, StubServer, running

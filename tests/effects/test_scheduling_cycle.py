@@ -19,10 +19,10 @@ from typing import ClassVar, Final, final
 import pytest
 from returns.result import Failure, Result, Success
 
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder, EventSettings, EventType
-from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject
+from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure import ledger as ledgers

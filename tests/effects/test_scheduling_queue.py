@@ -7,7 +7,7 @@ placed exactly where a test wants them.
 
 from __future__ import annotations
 
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.effects.schedulingqueue import ECHO_WAIT, SchedulingQueue
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, observe, release

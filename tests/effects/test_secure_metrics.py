@@ -17,9 +17,9 @@ from returns.result import Failure, Result, Success
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.auth import Authorizer, parse_policy_file, parse_token_file
-from kruntimes.effects.kube import ApiError, JSONObject, Kube, load_configuration
+from kruntimes.kubeclient.kube import ApiError, JSONObject, Kube, load_configuration
 from kruntimes.effects.metrics import ALL_ENDPOINTS, MetricsServer, Probes, SchedulerMetrics, serve
-from kruntimes.effects.secureserving import (
+from kruntimes.kubeclient.secureserving import (
     DelegatedAuth,
     SecureServing,
     SecureServingOptions,

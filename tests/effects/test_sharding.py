@@ -12,9 +12,9 @@ import pytest
 from returns.result import Failure, Result
 
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import LEASES, ApiError, JSONObject, Kube, load_configuration
+from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, Kube, load_configuration
 from kruntimes.effects.sharding import ShardConfig, ShardMember
-from kruntimes.effects.threads import Supervisor
+from kruntimes.kubeclient.threads import Supervisor
 from kruntimes.pure.sharding import GROUP_LABEL, MEMBER_ROLE, ROLE_LABEL, member_lease_name, ranking
 
 LEASE_NS = "default"

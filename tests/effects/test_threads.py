@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kruntimes.effects.threads import OS_NAME_BYTES, SKIPPABLE, Supervisor, named_thread
+from kruntimes.kubeclient.threads import OS_NAME_BYTES, SKIPPABLE, Supervisor, named_thread
 
 HAS_PROC = Path("/proc/thread-self/comm").exists()
 
@@ -48,7 +48,7 @@ def test_a_named_thread_carries_its_name_in_the_kernel_cut_to_what_the_kernel_ke
 
 @pytest.mark.skipif(not HAS_PROC, reason="no /proc/thread-self on this OS")
 def test_a_plain_thread_keeps_the_processs_name_so_the_difference_is_the_helpers() -> None:
-    # the premise of effects/threads.py: CPython before 3.14 leaves the kernel's name alone
+    # the premise of kubeclient/threads.py: CPython before 3.14 leaves the kernel's name alone
     names: list[str] = []
     plain = threading.Thread(target=lambda: names.append(Path("/proc/thread-self/comm").read_text().strip()), name="worker-9-9")
     plain.start()
@@ -57,7 +57,7 @@ def test_a_plain_thread_keeps_the_processs_name_so_the_difference_is_the_helpers
 
 
 def test_the_target_runs_even_where_the_os_name_cannot_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kruntimes.effects.threads as threads
+    import kruntimes.kubeclient.threads as threads
 
     def no_proc(*args: object, **kwargs: object) -> object:
         raise PermissionError("read-only /proc")

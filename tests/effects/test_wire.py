@@ -1,4 +1,4 @@
-"""The client's own HTTP/1.1 framing (effects.wire), byte for byte against a scripted socket server:
+"""The client's own HTTP/1.1 framing (kubeclient.wire), byte for byte against a scripted socket server:
 kept connections, every way an answer is framed, and when a request is (never) sent twice."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from kubernetes.client import Configuration
 
-from kruntimes.effects.kube import Kube
-from kruntimes.effects.secureserving import self_signed_pem
-from kruntimes.effects.wire import host_header
+from kruntimes.kubeclient.kube import Kube
+from kruntimes.kubeclient.secureserving import self_signed_pem
+from kruntimes.kubeclient.wire import host_header
 from tests.polling import wait_until
 
 Script = Callable[[socket.socket, bytes], bool]

@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from kruntimes.effects.workqueue import ExponentialDelay, WorkQueue, by_policy
+from kruntimes.effects.queueorder import by_policy
+from kruntimes.kubeclient.workqueue import ExponentialDelay, WorkQueue
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.queueing import FIFO, NAMESPACE_FAIR, QueueEntry, QueueOrder
 from tests.effects.fakes import FakeClock

@@ -17,7 +17,7 @@ import pytest
 
 from kruntimes.commands import replay
 from kruntimes.devcluster import DevCluster, SimulatorSettings
-from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.kubeclient.kube import Kube, load_configuration
 from kruntimes.effects.runner import Scheduler, SchedulerOptions
 
 from tests.controlplane import session as controlplane

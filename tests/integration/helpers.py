@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, JSONObject, Kube
+from kruntimes.kubeclient.kube import PODS, RUNS, WORKSPACES, JSONObject, Kube
 from kruntimes.pure.model.times import format_time
 from tests.polling import wait_until as wait_until
 

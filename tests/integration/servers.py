@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.faults import WRITE_VERBS, Faults, RequestInfo
-from kruntimes.effects.kube import LEASES, RUNS, JSONObject, Kube, load_configuration, resource_version_of
+from kruntimes.kubeclient.kube import LEASES, RUNS, JSONObject, Kube, load_configuration, resource_version_of
 from kruntimes.pure.readers.config import DEFAULT_LEASE_NAME
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
 from tests.controlplane.faultproxy import FaultProxy

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server

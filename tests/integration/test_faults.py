@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
@@ -105,7 +105,7 @@ def test_a_run_created_while_the_api_refuses_watches_is_scheduled_afterwards(
 def test_an_informer_on_a_quiet_watch_stops_at_once(quiet_server: Server, quiet_server_kube: Kube) -> None:
     """Stopping cuts the watch: it waits neither for the server to end it (300 s here) nor for
     its next bookmark (about a minute)."""
-    from kruntimes.effects.atom import Atom
+    from kruntimes.kubeclient.atom import Atom
     from kruntimes.effects.informer import Informer, watched_runs
     from kruntimes.pure.state.cluster import EMPTY_STATE
 

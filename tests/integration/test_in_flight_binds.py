@@ -16,8 +16,8 @@ from datetime import datetime, timedelta, timezone
 
 from kruntimes.devcluster.faults import FaultRule
 from kruntimes.effects.events import EVENTS
-from kruntimes.effects.kube import LEASES, RUNS, Kube
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME, micro_time
+from kruntimes.kubeclient.kube import LEASES, RUNS, Kube
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, micro_time
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
 from kruntimes.effects.scheduling import CycleResult
 from kruntimes.pure.model.objects import RunKey

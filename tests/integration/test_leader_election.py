@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kruntimes.commands import replay
-from kruntimes.effects.kube import LEASES, JSONObject, Kube
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME
+from kruntimes.kubeclient.kube import LEASES, JSONObject, Kube
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME
 from kruntimes.effects.runner import LeaderElectionOptions
 from tests.realserver.support import Events
 from tests.builders import make_run

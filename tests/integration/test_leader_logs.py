@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from kruntimes.effects.kube import LEASES, Kube
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME, micro_time
+from kruntimes.kubeclient.kube import LEASES, Kube
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, micro_time
 from kruntimes.effects.runner import LeaderElectionOptions
 
 from .conftest import SchedulerFactory, Server

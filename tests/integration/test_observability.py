@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kruntimes.cli import main as cli_main
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 
 from tests.operator_metrics import OPERATOR_LABELS, RUNTIME_PREFIXES, base_name
 from tests.builders import make_run

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from kruntimes.effects.runner import LeaderElectionOptions
 from tests.builders import make_run
 

@@ -18,7 +18,7 @@ import pytest
 
 from kruntimes.devcluster import FaultRule
 from kruntimes.devcluster.faults import RequestInfo
-from kruntimes.effects.kube import PODS, RUNS, Kube, load_configuration
+from kruntimes.kubeclient.kube import PODS, RUNS, Kube, load_configuration
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.client import MANAGER, USER_AGENT, ClientSettings, SimulatorClient, TokenBucket, fleets
 from tests.builders import make_run

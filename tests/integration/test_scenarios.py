@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from tests.builders import make_pod, make_run
 
 from .conftest import SchedulerFactory, Server

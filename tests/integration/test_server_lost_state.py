@@ -29,8 +29,8 @@ import pytest
 
 from kruntimes.commands import replay
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.kube import LEASES, Kube, load_configuration
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME
+from kruntimes.kubeclient.kube import LEASES, Kube, load_configuration
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME
 from kruntimes.effects.metrics import ServerReset
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler, SchedulerOptions
 from tests.controlplane.server import ControlPlane

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kruntimes.effects.kube import LEASES, Kube
+from kruntimes.kubeclient.kube import LEASES, Kube
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
 from kruntimes.effects.sharding import ShardMember
 from kruntimes.pure.sharding import GROUP_LABEL

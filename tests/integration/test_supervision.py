@@ -18,8 +18,8 @@ import pytest
 from returns.result import Result
 
 import kruntimes.effects.informer as informer_module
-from kruntimes.effects.kube import LEASES, Kube, WatchEvent
-from kruntimes.effects.leader import Attempt, LeaderElector
+from kruntimes.kubeclient.kube import LEASES, Kube, WatchEvent
+from kruntimes.kubeclient.leader import Attempt, LeaderElector
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.model.objects import Object, RunKey
@@ -61,7 +61,7 @@ def test_a_run_whose_decoding_raises_is_skipped_and_every_other_run_is_still_sch
     server.add_runtime("python", replicas=1, capacity={"runs": "10"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     make_run(server_kube, "hostile-listed", labels={"k": MARKER})
-    caplog.set_level(logging.ERROR, logger="kruntimes.effects.threads")
+    caplog.set_level(logging.ERROR, logger="kruntimes.kubeclient.threads")
     sched = server_scheduler()  # ready means its caches synced: the first list went past the hostile Run
     make_run(server_kube, "hostile-watched", labels={"k": MARKER})
     ordinary = [f"ordinary-{i}" for i in range(3)]
@@ -94,7 +94,7 @@ def test_a_cycle_that_raises_for_one_run_backs_that_run_off_and_the_workers_go_o
     monkeypatch.setattr(SchedulingCycle, "run", run)
     server.add_runtime("python", replicas=1, capacity={"runs": "10"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
-    caplog.set_level(logging.ERROR, logger="kruntimes.effects.threads")
+    caplog.set_level(logging.ERROR, logger="kruntimes.kubeclient.threads")
     sched = server_scheduler(workers=1)  # one worker: were it to die, nothing after the cursed Run would bind
     make_run(server_kube, "cursed")
     wait_until(lambda: _skipped(sched, "worker", "cycle") >= 1, timeout=30, what="the failed cycle counted")

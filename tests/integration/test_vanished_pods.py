@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from kruntimes.effects.kube import PODS, Kube
+from kruntimes.kubeclient.kube import PODS, Kube
 from tests.builders import make_pod, make_run
 
 from .conftest import SchedulerFactory, Server

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Final
 
-from kruntimes.effects.kube import KubeError, WatchEvent, WatchStream
+from kruntimes.kubeclient.kube import KubeError, WatchEvent, WatchStream
 from tests.controlplane.server import ControlPlane, free_port
 from tests.kubectl import Kubectl
 from tests.polling import wait_until

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from returns.result import Failure, Result
 
-from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, Kube, load_configuration
+from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject, Kube, load_configuration
 from kruntimes.effects.runner import Scheduler, SchedulerOptions
 from tests.controlplane.server import ControlPlane
 from tests.polling import wait_until

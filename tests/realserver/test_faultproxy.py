@@ -21,7 +21,7 @@ import urllib3
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.faults import RequestInfo, Verdict
-from kruntimes.effects.kube import RUNS, Kube, WatchEvent, load_configuration
+from kruntimes.kubeclient.kube import RUNS, Kube, WatchEvent, load_configuration
 from tests.controlplane.faultproxy import FaultProxy, request_info
 from tests.controlplane.server import ADMIN_USER, ControlPlane, free_port
 from tests.polling import wait_until

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kruntimes.commands import replay
-from kruntimes.effects.kube import RUNS, Kube, load_configuration
+from kruntimes.kubeclient.kube import RUNS, Kube, load_configuration
 from kruntimes.effects.runner import Scheduler, SchedulerOptions
 from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.kubeclient.kube import Kube, load_configuration
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.client import MANAGER, USER_AGENT, ClientSettings, SimulatorClient
 from tests.controlplane.server import ControlPlane

@@ -13,7 +13,7 @@ from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.faults import RequestInfo, Verdict
 from kruntimes.devcluster.store import WriteContext
 from kruntimes.devcluster.types import GroupResource, Obj
-from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.kubeclient.kube import Kube, load_configuration
 from kruntimes.effects.runner import Scheduler, SchedulerOptions
 from tests import polling
 

@@ -20,10 +20,10 @@ import pytest
 from returns.result import Failure, Result
 
 from kruntimes.devcluster import DevCluster
-from kruntimes.effects.httpserving import DEFAULT_LIMITS, DropReason, Limits
-from kruntimes.effects.kube import ApiError, JSONObject
+from kruntimes.kubeclient.httpserving import DEFAULT_LIMITS, DropReason, Limits
+from kruntimes.kubeclient.kube import ApiError, JSONObject
 from kruntimes.effects.metrics import ALL_ENDPOINTS, MetricsServer, Probes, SchedulerMetrics, serve
-from kruntimes.effects.secureserving import DelegatedAuth, SecureServing, SecureServingOptions, TlsContexts
+from kruntimes.kubeclient.secureserving import DelegatedAuth, SecureServing, SecureServingOptions, TlsContexts
 
 from .support import scheduler, wait_until
 

@@ -19,7 +19,7 @@ from typing import Final
 
 from returns.pipeline import is_successful
 
-from kruntimes.effects.kube import RUNS, JSONObject, Kube, KubeError
+from kruntimes.kubeclient.kube import RUNS, JSONObject, Kube, KubeError
 from kruntimes.pure.model.objects import PENDING, SUCCEEDED
 
 log = logging.getLogger(__name__)

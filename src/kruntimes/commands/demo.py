@@ -45,7 +45,7 @@ from returns.pipeline import is_successful
 
 from kruntimes.commands._demo_watch import RunWatcher, Seen
 from kruntimes.devcluster import DevCluster, SimulatorSettings
-from kruntimes.effects.kube import PODS, RUNS, JSONObject, Kube, load_configuration
+from kruntimes.kubeclient.kube import PODS, RUNS, JSONObject, Kube, load_configuration
 from kruntimes.pure.model.objects import API_VERSION, SUCCEEDED, TOPOLOGY_KEY
 
 EXIT_OK: Final = 0

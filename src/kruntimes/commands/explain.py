@@ -42,7 +42,7 @@ from returns.result import Result
 
 import yaml
 
-from kruntimes.effects.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect, kubeconfig_files
+from kruntimes.kubeclient.kube import PODS, RUNS, WORKSPACES, ApiError, JSONObject, Kube, connect, kubeconfig_files
 from kruntimes.commands._terminal import terminal_width
 from kruntimes.pure.state.cluster import from_objects
 from kruntimes.pure.model.objects import Object
@@ -717,7 +717,7 @@ def default_namespace(
 ) -> str:
     """The namespace kubectl would use: the chosen context's ``namespace``, else ``default``.
 
-    The files are those ``effects.kube.kubeconfig_files`` finds (those the
+    The files are those ``kubeclient.kube.kubeconfig_files`` finds (those the
     scheduler's client loads), merged as kubectl merges them:
     the first file to set ``current-context``, or to define a context of that
     name, wins. In a pod without a kubeconfig it is the pod's own namespace
@@ -772,7 +772,7 @@ def _options(args: argparse.Namespace) -> tuple[RunKey, datetime, SchedulerConfi
 
 
 def connect_or_explain(kubeconfig: str | None, context: str | None) -> Kube:
-    """A client, or ``_Trouble`` saying why not (exit 2): ``effects.kube.connect`` answers any
+    """A client, or ``_Trouble`` saying why not (exit 2): ``kubeclient.kube.connect`` answers any
     kubeconfig, however malformed, with a one-line reason."""
     connected = connect(kubeconfig, context)
     if not is_successful(connected):

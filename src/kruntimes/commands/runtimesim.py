@@ -24,7 +24,7 @@ from typing import Final, TextIO
 from returns.result import Failure
 
 from kruntimes.commands import shutdown
-from kruntimes.effects.kube import Kube, load_configuration
+from kruntimes.kubeclient.kube import Kube, load_configuration
 from kruntimes.pure.model.times import parse_duration
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.client import MANAGER, USER_AGENT, ClientSettings, Progress, SimulatorClient, fleets

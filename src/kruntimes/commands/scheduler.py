@@ -39,14 +39,14 @@ from kruntimes.pure.queueing import POLICIES
 from kruntimes.commands import shutdown
 from kruntimes.commands._yaml import SafeLoader
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
-from kruntimes.effects.kube import connect
+from kruntimes.kubeclient.kube import connect
 from kruntimes.effects.metrics import package_version
-from kruntimes.effects.ratelimit import DEFAULT_BURST, DEFAULT_QPS, RequestLimiter
-from kruntimes.effects.leader import default_identity
+from kruntimes.kubeclient.ratelimit import DEFAULT_BURST, DEFAULT_QPS, RequestLimiter
+from kruntimes.kubeclient.leader import default_identity
 from kruntimes.pure.sharding import DEFAULT_GROUP
 from kruntimes.effects.logs import LOG_FORMATS, LOG_LEVELS, LogFormat
 from kruntimes.effects.logs import configure as configure_logging
-from kruntimes.effects.secureserving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_CACHE_TTL, SecureServingOptions
+from kruntimes.kubeclient.secureserving import DEFAULT_ALWAYS_ALLOW_PATHS, DEFAULT_CACHE_TTL, SecureServingOptions
 from kruntimes.effects.runner import LeaderElectionOptions, ListenError, Scheduler, SchedulerOptions, parse_bind_address
 from kruntimes.pure.model.objects import DEFAULT_CONFIG
 from kruntimes.pure.model.times import format_duration, parse_duration

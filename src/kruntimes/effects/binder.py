@@ -26,8 +26,8 @@ from typing import Final, Protocol, final
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import MERGE_PATCH, RUNS, ApiError, JSONObject, resource_version_of
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import MERGE_PATCH, RUNS, ApiError, JSONObject, resource_version_of
 from kruntimes.pure.model.objects import RunKey
 from kruntimes.pure.readers.kube import decode_run
 from kruntimes.pure.status import patch_body

@@ -50,10 +50,11 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 from returns.result import Result, Success
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
-from kruntimes.effects.logs import Throttle
-from kruntimes.effects.threads import Supervisor
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject, ResourceType
+from kruntimes.kubeclient.throttle import Throttle
+from kruntimes.kubeclient.tokenbucket import TokenBucket
+from kruntimes.kubeclient.threads import Supervisor
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import API_VERSION, Run
 
@@ -63,8 +64,6 @@ EVENTS: Final = ResourceType("", "v1", "events")
 EventType: TypeAlias = Literal["Normal", "Warning"]
 REASON_SCHEDULED: Final = "Scheduled"
 REASON_FAILED_SCHEDULING: Final = "FailedScheduling"
-MIN_SHARE: Final = 1e-3
-"""The least part of the Event budget a process takes, however small ``share()`` says."""
 COMPONENT: Final = "kruntimes-scheduler"
 WARN_INTERVAL: Final = 60.0
 """Seconds between two warnings about failed Event writes of one kind of error."""
@@ -118,72 +117,6 @@ def _time(value: datetime) -> str:
     """``metav1.Time``: RFC 3339, whole seconds, UTC."""
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-
-
-WAKE_BATCH: Final = 0.1
-"""Seconds of writes an empty bucket waits to save before the writer goes on (at least one token,
-at most the burst): a writer the rate holds back then wakes once per few writes, not once per
-write. At the default 50 a second that is five Events written back to back every 0.1 s; the
-rate over any second is the same."""
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved; ``take()`` sleeps until one is there
-    (until :data:`WAKE_BATCH` seconds of them are, once it had to wait), or until :meth:`stop`.
-
-    ``share()`` (read at every take, from 0 to 1) scales both: the part of a budget set for the
-    whole scheduler that this process may spend (sharded mode: one live replica's part).
-
-    A few lines with an injectable clock and sleep, so tests run on simulated time; a
-    rate-limiting package would bring more API than this one blocking call needs.
-    """
-
-    def __init__(
-        self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] | None = None, share: Callable[[], float] = lambda: 1.0,
-    ) -> None:
-        """``sleep``: by default a wait that :meth:`stop` cuts short (at a low rate a token may
-        be minutes away, and a stopping process must not wait for it)."""
-        self._rate = rate
-        self._burst = float(max(burst, 1))
-        self._clock = clock
-        self._stopped = threading.Event()
-        self._sleep = sleep if sleep is not None else self._stopped.wait
-        self._share = share
-        self._tokens = self._burst
-        self._at = clock()
-        self.waiting_until: float | None = None
-        """When the sleep under way ends (on ``clock``): nothing is taken before then."""
-
-    def take(self) -> bool:
-        """Spend a token: ``True``; ``False`` once :meth:`stop` was called (before or during the sleep)."""
-        while not self._stopped.is_set():
-            if self._rate <= 0:
-                return True
-            share = min(1.0, max(self._share(), MIN_SHARE))
-            rate, burst = self._rate * share, max(1.0, self._burst * share)
-            now = self._clock()
-            self._tokens = min(burst, self._tokens + (now - self._at) * rate)
-            self._at = now
-            if self._tokens >= 1.0 - 1e-9:  # a sleep's float rounding must not cost a wake-up
-                self._tokens = max(0.0, self._tokens - 1.0)
-                return True
-            wanted = min(burst, max(1.0, rate * WAKE_BATCH))
-            delay = (wanted - self._tokens) / rate
-            self.waiting_until = now + delay
-            try:
-                self._sleep(delay)
-            finally:
-                self.waiting_until = None
-        return False
-
-    def stop(self) -> None:
-        """Every take from now on, and the one sleeping now, returns ``False`` (any thread)."""
-        self._stopped.set()
-
-    def resume(self) -> None:
-        """Takes spend tokens again (a recorder started anew)."""
-        self._stopped.clear()
 
 
 class EventRecorder:

@@ -19,7 +19,7 @@ time rather than mirrored on every change.
 
 ``serve`` runs ``httpserving.HttpServer`` (one selector thread, bounded connections, request
 deadlines) exposing exactly ``/metrics``, ``/healthz`` (also as ``/livez``) and ``/readyz``; any other path is a 404. With ``secure``
-(``--metrics-secure``, ``effects/secureserving.py``) it speaks TLS and every request but the
+(``--metrics-secure``, ``kubeclient/secureserving.py``) it speaks TLS and every request but the
 always-allowed paths must carry a bearer token the API server authenticates and authorises,
 before the path is even looked at (401, 403), as kube-scheduler's secure port does.
 """
@@ -47,11 +47,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from kruntimes import __version__
-from kruntimes.effects.httpserving import DEFAULT_LIMITS, DropReason, Handler, HttpServer, Limits, Request, Response
-from kruntimes.effects.kube import ErrorKind
-from kruntimes.effects.secureserving import SecureServing
-from kruntimes.effects.threads import SKIPPABLE, Stage, SupervisedThread
+from kruntimes.kubeclient.httpserving import DEFAULT_LIMITS, DropReason, Handler, HttpServer, Limits, Request, Response
+from kruntimes.kubeclient.kube import ErrorKind
+from kruntimes.kubeclient.secureserving import SecureServing
+from kruntimes.kubeclient.threads import SKIPPABLE, Stage, SupervisedThread
 from kruntimes.pure.queueing import ParkReason
+from kruntimes.kubeclient.kube import ServerReset as ServerReset
 from kruntimes.pure.step import Outcome
 from kruntimes.pure.wakeups import WakeupSource
 from kruntimes.pure.framework.registry import Registry
@@ -67,9 +68,6 @@ CodeClass: TypeAlias = Literal["2xx", "3xx", "4xx", "5xx", "none", "other"]
 """An API answer's status class; ``none`` when no HTTP answer arrived."""
 EventWriteResult: TypeAlias = Literal["written", "failed", "dropped", "fenced"]
 InformerKind: TypeAlias = Literal["runs", "pods", "workspaces"]
-ServerReset: TypeAlias = Literal["too_large_resource_version", "resource_version_went_back", "lease_recreated", "lease_replaced"]
-"""How the API server showed it lost its state: it has not reached a resourceVersion it gave us
-(504); it answered with one older than one seen; our Lease was gone, or has another UID."""
 WaitingReason: TypeAlias = Literal["capacity", "constraints", "unfit", "queued"]
 """How a Pending Run waits: parked for a reason (``queueing.ParkReason``), or ``queued``: ready,
 being planned, or waiting out a back-off or a retry delay."""

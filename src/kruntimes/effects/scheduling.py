@@ -38,12 +38,12 @@ from typing import Final, Protocol
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder
-from kruntimes.effects.kube import ApiError
-from kruntimes.effects.logs import Throttle
+from kruntimes.kubeclient.kube import ApiError
+from kruntimes.kubeclient.throttle import Throttle
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.pure import step as steps
 from kruntimes.pure.framework.registry import Registry

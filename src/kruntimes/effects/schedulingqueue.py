@@ -35,10 +35,11 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Final, assert_never
 
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics, WaitingReason
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
-from kruntimes.effects.workqueue import WorkQueue, by_policy
+from kruntimes.effects.queueorder import by_policy
+from kruntimes.kubeclient.workqueue import WorkQueue
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot, epoch_us

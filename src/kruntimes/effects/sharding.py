@@ -15,6 +15,8 @@ start of its last successful renewal, shorter than the lease duration) closed be
 This module is the effect layer of it: the Lease reads and writes, the monotonic clock and the
 round loop. What it decides with is pure (``pure.sharding``). What it asks of the scheduler —
 start and stop a namespace's informers, open and close its queue — is :class:`NamespaceHost`.
+One module at about 700 lines: the round loop, the Lease calls and the fencing act on one
+member's state (the Leases it holds and the versions it saw), and none is used without the others.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ from typing import Final, Protocol
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of
-from kruntimes.effects.leader import INT32_MAX, WARN_INTERVAL, micro_time, timing_problems
-from kruntimes.effects.logs import Throttle
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, resource_version_of
+from kruntimes.kubeclient.leader import INT32_MAX, WARN_INTERVAL, LeaseTimings, micro_time, timing_problems
+from kruntimes.kubeclient.throttle import Throttle
 from kruntimes.effects.metrics import ShardHandoff as Handoff
-from kruntimes.effects.threads import Supervisor
-from kruntimes.effects.workqueue import Clock
+from kruntimes.kubeclient.threads import Supervisor
+from kruntimes.kubeclient.workqueue import Clock
 from kruntimes.pure import sharding
 from kruntimes.pure.sharding import (
     ASSIGNMENT_ROLE,
@@ -60,7 +62,7 @@ DRAIN_TIMEOUT: Final = 5.0
 """Seconds a graceful stop waits for the cycles in flight before releasing what it holds."""
 
 @dataclass(frozen=True, slots=True)
-class ShardConfig:
+class ShardConfig(LeaseTimings):
     """Where the Leases live, the group, and the election timings they reuse."""
 
     lease_namespace: str
@@ -68,9 +70,6 @@ class ShardConfig:
     group: str = sharding.DEFAULT_GROUP
     namespaces: tuple[str, ...] = ()
     """The namespaces to share; empty: every namespace the API server lists."""
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
 
     def problems(self) -> tuple[str, ...]:
         found: list[str] = []

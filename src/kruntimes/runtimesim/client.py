@@ -3,7 +3,7 @@
 Three caches (``watching.Reflector``) keep the namespace's Runs, the simulator's own pods (those
 labelled ``app.kubernetes.io/managed-by=<manager>``: no other pod is ever seen, so none is ever
 touched) and, when it follows them, the namespace's Runtimes. A change queues a key on a work
-queue with client-go's semantics (``kruntimes.effects.workqueue``: coalesced, one worker per key
+queue with client-go's semantics (``kruntimes.kubeclient.workqueue``: coalesced, one worker per key
 at a time, delayed and backed-off requeues), and ``workers`` threads carry the keys out:
 
 - ``("fleet", runtime)`` (named on the command line) and ``("runtime", name)`` (a Runtime
@@ -40,9 +40,9 @@ from typing import Any, Final, Literal, TypeAlias
 
 from returns.result import Failure, Result, Success
 
-from kruntimes.effects.kube import JSON_CONTENT, MERGE_PATCH, PODS, RUNS, ApiError, Kube, ResourceType
-from kruntimes.effects.threads import named_thread
-from kruntimes.effects.workqueue import ExponentialDelay, WorkQueue
+from kruntimes.kubeclient.kube import JSON_CONTENT, MERGE_PATCH, PODS, RUNS, ApiError, Kube, ResourceType
+from kruntimes.kubeclient.threads import named_thread
+from kruntimes.kubeclient.workqueue import ExponentialDelay, WorkQueue
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.decide import Fleet, Obj
 from kruntimes.runtimesim.watching import Reflector

@@ -17,9 +17,9 @@ from typing import Any
 
 from returns.result import Success
 
-from kruntimes.effects.kube import RUNS, ApiError
-from kruntimes.effects.threads import named_thread
-from kruntimes.effects.workqueue import ExponentialDelay
+from kruntimes.kubeclient.kube import RUNS, ApiError
+from kruntimes.kubeclient.threads import named_thread
+from kruntimes.kubeclient.workqueue import ExponentialDelay
 from kruntimes.runtimesim import decide
 from kruntimes.runtimesim.client import BATCH_LABEL, SimulatorClient
 

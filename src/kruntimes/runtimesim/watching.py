@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 from kruntimes.effects.informer import MIN_WATCH_SECONDS, RECONNECT_BACKOFF, Interruptible
-from kruntimes.effects.kube import ApiError, Kube, KubeError, ResourceType, WatchEvent, resource_version_of as resource_version
-from kruntimes.effects.threads import named_thread
-from kruntimes.effects.workqueue import ExponentialDelay
+from kruntimes.kubeclient.kube import ApiError, Kube, KubeError, ResourceType, WatchEvent, resource_version_of as resource_version
+from kruntimes.kubeclient.threads import named_thread
+from kruntimes.kubeclient.workqueue import ExponentialDelay
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
-from kruntimes.effects.leader import LeaderElectionConfig, LeaderElector
+from kruntimes.kubeclient.leader import LeaderElectionConfig, LeaderElector
 from kruntimes.effects.runner.options import LeaderElectionOptions
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import Final
 
 from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, unwritable
-from kruntimes.effects.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, default_identity
+from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaseTimings, default_identity
 from kruntimes.effects.parking import DEFAULT_SAFETY_NET
-from kruntimes.effects.secureserving import SecureServingOptions
+from kruntimes.kubeclient.secureserving import SecureServingOptions
 from kruntimes.pure.model.times import format_duration
 from kruntimes.pure.queueing import FIFO, QueueOrder
 from kruntimes.pure.sharding import group_problem
@@ -56,18 +56,12 @@ def tune_gc(*, freeze: bool) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class LeaderElectionOptions:
+class LeaderElectionOptions(LeaseTimings):
     """The Lease and its timings (SPEC §10; client-go's defaults)."""
 
     namespace: str = "default"
     """Where the Lease lives: the scheduler's own namespace in a cluster."""
     name: str = DEFAULT_LEASE_NAME
-    lease_duration: float = 15.0
-    """A standby takes over this long after the leader's last renewal (SIGKILL failover time)."""
-    renew_deadline: float = 10.0
-    """The leader stops working when it could not renew for this long (< lease_duration)."""
-    retry_period: float = 2.0
-    """Between acquire/renew attempts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,14 @@ from datetime import datetime
 from functools import partial
 from typing import Final, TypeAlias
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.atom import Atom
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
 from kruntimes.effects.events import EventRecorder, EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
-from kruntimes.effects.kube import Kube
-from kruntimes.effects.leader import LeaderElector
+from kruntimes.kubeclient.kube import Kube
+from kruntimes.kubeclient.leader import LeaderElector
 from kruntimes.effects.runner.election import Election
 from kruntimes.effects.runner.shardhost import ShardHost
 from kruntimes.effects.runner.options import SchedulerOptions, tune_gc
@@ -33,7 +33,7 @@ from kruntimes.effects.metrics import MetricsServer, Probes, SchedulerMetrics, S
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.step import BackOff, RequeueAfter
 from kruntimes.effects.schedulingqueue import SchedulingQueue
-from kruntimes.effects.threads import Supervisor
+from kruntimes.kubeclient.threads import Supervisor
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY

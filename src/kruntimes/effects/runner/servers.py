@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from kruntimes.effects.kube import Kube
+from kruntimes.kubeclient.kube import Kube
 from kruntimes.effects.metrics import (
     ALL_ENDPOINTS,
     METRICS_ENDPOINTS,
@@ -17,7 +17,7 @@ from kruntimes.effects.metrics import (
     serve,
 )
 from kruntimes.effects.runner.options import ListenError, SchedulerOptions, parse_bind_address
-from kruntimes.effects.secureserving import secure_serving
+from kruntimes.kubeclient.secureserving import secure_serving
 
 
 class Listening(NamedTuple):

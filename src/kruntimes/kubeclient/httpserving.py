@@ -42,7 +42,7 @@ from http import HTTPStatus
 from queue import SimpleQueue
 from typing import Final, Literal, TypeAlias
 
-from kruntimes.effects.threads import named_thread
+from kruntimes.kubeclient.threads import named_thread
 
 log = logging.getLogger(__name__)
 

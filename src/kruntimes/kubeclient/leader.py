@@ -49,11 +49,10 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 from returns.result import Result
 
-from kruntimes.effects.clock import utcnow
-from kruntimes.effects.kube import LEASES, ApiError, JSONObject, resource_version_of, version_number
-from kruntimes.effects.logs import Throttle
-from kruntimes.effects.metrics import ServerReset
-from kruntimes.effects.workqueue import Clock
+from kruntimes.kubeclient.clock import utcnow
+from kruntimes.kubeclient.kube import LEASES, ApiError, JSONObject, ServerReset, resource_version_of, version_number
+from kruntimes.kubeclient.throttle import Throttle
+from kruntimes.kubeclient.workqueue import Clock
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +94,12 @@ def timing_problems(lease_duration: float, renew_deadline: float, retry_period: 
     return tuple(found)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderElectionConfig:
-    """Where the lease lives and how long leadership lasts (client-go's defaults)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseTimings:
+    """How long leadership of a Lease lasts (client-go's defaults): the one home of these three
+    numbers, which the elector, the shard member and the scheduler's options all extend
+    (keyword-only, so a subclass's own fields stay positional)."""
 
-    namespace: str
-    identity: str
-    """This candidate's ``holderIdentity``; unique per process (``default_identity()``)."""
-    name: str = DEFAULT_LEASE_NAME
     lease_duration: float = 15.0
     """A standby takes over this long after the last change it saw to the lease (15 s)."""
     renew_deadline: float = 10.0
@@ -110,6 +107,16 @@ class LeaderElectionConfig:
     stops working before anyone may take over)."""
     retry_period: float = 2.0
     """Between attempts to acquire or renew (2 s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig(LeaseTimings):
+    """Where the lease lives, who this candidate is, and the lease's timings."""
+
+    namespace: str
+    identity: str
+    """This candidate's ``holderIdentity``; unique per process (``default_identity()``)."""
+    name: str = DEFAULT_LEASE_NAME
 
     def problems(self) -> tuple[str, ...]:
         """Every reason this configuration cannot work; empty when it is valid."""

@@ -44,8 +44,8 @@ from typing import Final, Generic, Literal, Protocol, TypeAlias, TypeVar, final,
 from prometheus_client import CollectorRegistry, Counter
 from returns.result import Failure, Result
 
-from kruntimes.effects.kube import ApiError, JSONObject
-from kruntimes.effects.logs import Throttle
+from kruntimes.kubeclient.kube import ApiError, JSONObject
+from kruntimes.kubeclient.throttle import Throttle
 
 log = logging.getLogger(__name__)
 

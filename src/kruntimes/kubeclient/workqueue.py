@@ -1,4 +1,4 @@
-"""The work queue of Run keys, with client-go ``workqueue`` semantics.
+"""A work queue of keys, with client-go ``workqueue`` semantics.
 
 - A key is queued at most once: adding a key that is already waiting does
   nothing (coalescing).
@@ -15,9 +15,9 @@ Ordering is an extension point: ready keys are handed out by a *pure* sort key
 grows each time a key becomes ready (a key re-added while queued keeps its
 first activation), within *lanes* (``lane(key) -> str``) that take turns,
 round robin in lane order. The default is one lane, FIFO by activation.
-Ties between equal sort keys fall back to activation. ``by_policy`` adapts a
-``kruntimes.pure.queueing.QueueOrder`` policy to this shape (SPEC §8: oldest
-first, or namespaces taking turns).
+Ties between equal sort keys fall back to activation. The key and its order are
+the caller's types (``effects.queueorder.by_policy`` adapts the scheduler's
+``QueueOrder`` policy to this shape).
 
 Time is injected (``clock``: seconds, monotonic), so back-off and delays are
 tested on simulated seconds. A blocking ``get()`` waits on a condition for the
@@ -40,8 +40,6 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, final
 
-from kruntimes.pure.model.objects import RunKey
-from kruntimes.pure.queueing import QueueEntry, QueueOrder, SortKey
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
@@ -54,25 +52,6 @@ Clock = Callable[[], float]
 def fifo(key: object, activation: int) -> int:
     """The default order: first activated, first out."""
     return activation
-
-
-def by_policy(
-    policy: QueueOrder, entry: Callable[[RunKey], QueueEntry]
-) -> tuple[Callable[[RunKey, int], SortKey], Callable[[RunKey], str]]:
-    """``(order, lane)`` for a ``WorkQueue`` from a pure ``QueueOrder`` policy.
-
-    ``entry`` describes a key's Run (``queueing.entry_of`` of the state's Run); it is
-    called once per activation, under the queue's lock, so it must be a cheap read of an
-    immutable value.
-    """
-
-    def order(key: RunKey, activation: int) -> SortKey:
-        return policy.sort_key(entry(key))
-
-    def lane(key: RunKey) -> str:
-        return policy.lane(entry(key))
-
-    return order, lane
 
 
 class QueueObserver(Protocol):

@@ -15,6 +15,10 @@ measurements") and we decode into our own records anyway
 Request/response calls return ``Result[..., ApiError]``; ``watch`` is a
 streaming iterator and raises ``KubeError`` (carrying an ``ApiError``) when the
 stream cannot be opened, reports an ``ERROR`` event, or breaks.
+
+One module at about 800 lines: the verbs, the one error classification they share
+(``ApiError``), the watch stream and the connection they all use are one client
+(client-go's ``rest`` package is one likewise); no part of it is usable alone.
 """
 
 from __future__ import annotations
@@ -35,13 +39,17 @@ from kubernetes import config as _kube_config_module
 from kubernetes.client import ApiClient, Configuration
 from returns.result import Failure, Result, Success
 
-from kruntimes.effects.ratelimit import RequestLimiter
-from kruntimes.effects.wire import NoAnswer, Wire
-from kruntimes.pure.readers.json import loads
+from kruntimes.jsontext import loads
+from kruntimes.kubeclient.ratelimit import RequestLimiter
+from kruntimes.kubeclient.wire import NoAnswer, Wire
 
 log = logging.getLogger(__name__)
 
 JSONObject: TypeAlias = dict[str, object]
+
+ServerReset: TypeAlias = Literal["too_large_resource_version", "resource_version_went_back", "lease_recreated", "lease_replaced"]
+"""How the API server showed it lost its state: it has not reached a resourceVersion it gave us
+(504); it answered with one older than one seen; our Lease was gone, or has another UID."""
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_CONTENT: Final = "application/json"
@@ -470,7 +478,7 @@ class Kube:
         self._request_timeout = request_timeout
         self._timeout = urllib3.Timeout(connect=10.0, read=request_timeout)
         # Requests with one answer each go through our own framing on connections of the one
-        # host's pool (effects.wire): urllib3's request and answer objects cost three quarters of
+        # host's pool (kubeclient.wire): urllib3's request and answer objects cost three quarters of
         # a request's client CPU. Not through a proxy, whose manager rewrites requests for it.
         self._wire: Wire | None = None
         self._prefix = ""

@@ -1,0 +1,98 @@
+"""Decoding JSON text totally: :func:`loads` is ``json.loads`` made total on what a server or a
+file can hold (an integer literal of any length, nesting of any depth).
+
+A leaf module, importing nothing of kruntimes, because two layers need the same contract:
+the pure readers (``pure.readers.json`` re-exports it) and the Kubernetes client
+(``kubeclient.kube``), which imports nothing of the scheduler. A purely computational module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class OverlongNumber:
+    """An integer literal with more digits than Python turns into an ``int``
+    (``sys.get_int_max_str_digits()``: 4,300 unless changed), kept as its length.
+
+    ``int()`` raises ``ValueError`` on such a literal, and so does ``json.loads`` on a
+    document holding one: one hostile number would make a whole list unreadable. Kept
+    as this value instead, it is a value of no type any reader accepts, so the field
+    holding it is malformed like any field of a wrong type: a Run's request is invalid
+    (SPEC §1, revision 3), an unread field is ignored, a strict reader names the field.
+    """
+
+    digits: int
+
+
+def bounded_int(text: str) -> int | OverlongNumber:
+    """``int(text)`` for the digits of an integer literal; :class:`OverlongNumber` past Python's limit."""
+    try:
+        return int(text)
+    except ValueError:  # the literal's syntax is the caller's (a JSON or YAML scanner): only its length
+        return OverlongNumber(len(text.lstrip("+-")))
+
+
+MAX_DEPTH: Final = 512
+"""Levels of arrays and objects read in a document deeper than Python's recursion allows
+(``json.loads`` raises ``RecursionError`` just under 1,000 levels): a value nested deeper
+is read as ``null``. No field any reader reads is nested a tenth as deep."""
+
+# A JSON string (escapes included) or one bracket: what the depth of a document is made of.
+_STRUCTURE: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def loads(data: str | bytes) -> object:
+    """``json.loads`` that no JSON document makes raise anything but a ``ValueError`` for invalid JSON.
+
+    An integer literal longer than Python converts decodes to :class:`OverlongNumber`
+    (rather than failing the whole document), and a value nested deeper than Python's
+    recursion allows to ``null`` (past :data:`MAX_DEPTH` levels; rather than a
+    ``RecursionError``): one hostile object in a list leaves the others readable. The
+    common document costs what ``json.loads`` costs: the rest runs only after it refused.
+    """
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer literal past Python's digit limit (or undecodable bytes, raised again)
+        return _loads_bounded(data)
+    except RecursionError:
+        text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
+        return _loads_bounded(_cut_deeper_than(text, MAX_DEPTH))
+
+
+def _loads_bounded(data: str | bytes) -> object:
+    try:
+        return json.loads(data, parse_int=bounded_int)
+    except RecursionError:  # the caller's own stack was deep already
+        raise ValueError("JSON nested too deeply") from None
+
+
+def _cut_deeper_than(text: str, limit: int) -> str:
+    """``text`` with every array or object that opens deeper than ``limit`` levels replaced by
+    ``null``; iterative, so any depth is cut. Invalid JSON stays invalid (``json.loads`` says where)."""
+    kept: list[str] = []
+    depth = 0
+    resume = 0  # where the text to keep starts again after a cut
+    for token in _STRUCTURE.finditer(text):
+        bracket = token.group()
+        if bracket[0] == '"':
+            continue
+        if bracket in "[{":
+            depth += 1
+            if depth == limit + 1:
+                kept.append(text[resume : token.start()])
+                kept.append("null")
+        else:
+            if depth == limit + 1:
+                resume = token.end()
+            depth -= 1
+    if depth > limit:
+        return text  # unclosed: not JSON whatever is cut, and json.loads says so
+    kept.append(text[resume:])
+    return "".join(kept)

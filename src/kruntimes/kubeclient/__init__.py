@@ -1,0 +1,1 @@
+"""The generic Kubernetes client machinery: it imports nothing of the scheduler."""
