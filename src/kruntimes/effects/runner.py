@@ -87,7 +87,7 @@ from kruntimes.effects.metrics import (
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
 from kruntimes.pure.model.times import format_duration
 from kruntimes.pure.step import BackOff, RequeueAfter
-from kruntimes.effects.parking import DEFAULT_SAFETY_NET
+from kruntimes.pure.parking import RECHECK_SECONDS
 from kruntimes.effects.schedulingqueue import SchedulingQueue
 from kruntimes.effects.threads import Supervisor
 from kruntimes.pure.state.cluster import EMPTY_STATE, ClusterState, Event
@@ -177,7 +177,7 @@ class SchedulerOptions:
     queue_order: QueueOrder = FIFO
     """The order waiting Runs are served in (SPEC §8): ``FIFO`` (oldest first) or
     ``NAMESPACE_FAIR`` (namespaces take turns), or any ``queueing.QueueOrder``."""
-    safety_net: float = DEFAULT_SAFETY_NET
+    safety_net: float = RECHECK_SECONDS
     """Seconds after which a waiting Run whose group admitted nobody is planned again anyway."""
     heartbeat_stale_after: timedelta = timedelta(seconds=15)
     """A Runtime Pod whose heartbeat is older than this is unavailable; ``<= 0`` means the default, 15 s (SPEC §1)."""

@@ -37,11 +37,12 @@ from typing import Final, assert_never
 
 from kruntimes.effects.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics, WaitingReason
-from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
+from kruntimes.effects.parking import Parking
 from kruntimes.effects.workqueue import WorkQueue, by_policy
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot, epoch_us
+from kruntimes.pure.parking import RECHECK_SECONDS, admission_groups, keeps_claim
 from kruntimes.pure.planner import precheck
 from kruntimes.pure.queueing import (
     FIFO,
@@ -80,7 +81,7 @@ class SchedulingQueue:
         policy: QueueOrder = FIFO,
         now: Callable[[], datetime],
         clock: Callable[[], float] = time.monotonic,
-        safety_net: float = DEFAULT_SAFETY_NET,
+        safety_net: float = RECHECK_SECONDS,
     ) -> None:
         self._state = state
         self._ledger = ledger
@@ -209,8 +210,7 @@ class SchedulingQueue:
             found = self._state.get().pod(namespace, pod)
             if found is not None and found.schedulable:
                 self.parking.fit(namespace, runtime, found.capacity)
-        reasons: tuple[ParkReason, ...] = ("capacity", "constraints", "unfit") if grown else ("capacity", "constraints")
-        parked = self.parking.parked(namespace, runtime, reasons, MAX_ADMISSION_WALK)
+        parked = self.parking.parked(namespace, runtime, admission_groups(grown), MAX_ADMISSION_WALK)
         if not parked:
             return
         state = self._state.get()
@@ -320,7 +320,7 @@ class SchedulingQueue:
             self.release(freed)
         if landed:  # its room, wherever the cycle put it (a claim it displaced moves)
             self.parking.placed(key, landed)
-        if isinstance(next_, BackOff) and next_.keep_claim:
+        if keeps_claim(next_):
             return
         slot = self.parking.finished(key)
         if slot is not None:  # the pod it was admitted for (if still there) may take the next one
