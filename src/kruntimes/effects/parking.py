@@ -58,7 +58,6 @@ from kruntimes.pure.model.resources import add
 from kruntimes.pure.parking import RECHECK_SECONDS, Slot, displaced, now_fits, overdue, refused, served
 from kruntimes.pure.queueing import NO_TIME_US, ParkReason, SortKey
 
-DEFAULT_SAFETY_NET: Final = RECHECK_SECONDS
 STAMP_RESOLUTION: Final = 0.05
 """Runs parked within this many seconds of each other share one parking time (one float object
 for a whole backlog parked at once; the safety net counts in tens of seconds)."""
@@ -190,7 +189,7 @@ class Parking:
         self,
         *,
         clock: Callable[[], float] = time.monotonic,
-        safety_net: float = DEFAULT_SAFETY_NET,
+        safety_net: float = RECHECK_SECONDS,
         line_chunk: int = LINE_CHUNK,
     ) -> None:
         self._clock = clock
@@ -387,8 +386,9 @@ class Parking:
                     self._claim_of[key] = slot
         return out
 
-    def forget(self, key: RunKey) -> None:
-        """The Run is gone, bound or finished: it is not waiting any more."""
+    def unpark(self, key: RunKey) -> None:
+        """Take ``key`` out of the lot, if it is there: it is queued by its own event, or it is
+        gone, bound or finished (no claim is made, no group's safety-net clock moves)."""
         with self._lock:
             self._unpark_locked(key)
 

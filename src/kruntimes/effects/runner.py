@@ -980,8 +980,8 @@ class Scheduler:
             # The informer's observation hands a reservation off to actual usage (SPEC §6) now,
             # rather than at the namespace's next cycle; a deleted Run frees its reservation.
             # Both are no-ops without a reservation for this Run: skip the swap (most events).
-            if event.type == "DELETED" and accepted:  # a namespace let go forgets its Events at once
-                self._events.forget(obj.namespace, obj.uid)
+            if event.type == "DELETED" and accepted:  # a namespace let go drops its Events' dedup state at once
+                self._events.drop_run(obj.namespace, obj.uid)
             held = self.ledger.get().get(obj.namespace, obj.uid)
             if held is not None:
                 if event.type == "DELETED":
@@ -1068,7 +1068,7 @@ class Scheduler:
         queue = self._queue
         if queue is not None:
             queue.drop_namespace(namespace)
-        self._events.forget_namespace(namespace)
+        self._events.drop_namespace(namespace)
 
     def namespace_busy(self, namespace: str) -> bool:
         """A cycle of the namespace is running, or one of its Events is being sent."""
@@ -1081,7 +1081,7 @@ class Scheduler:
         if scope is not None:
             narrower = scope.drop(namespace)
             for informer in self._informers:
-                informer.forget_namespace(namespace)
+                informer.drop_namespace(namespace)
             if narrower:
                 with self._lock:
                     self._scope_change = self._scope_change or "rewatch"
@@ -1096,7 +1096,7 @@ class Scheduler:
         for informer in informers:
             if not informer.join(5.0):
                 log.warning("an informer did not stop in time", extra={"namespace": namespace, "kind": informer.kind})
-            informer.forget()
+            informer.drop_all()
         self.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
 
     # --- the standby's log line ---

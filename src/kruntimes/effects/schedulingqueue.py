@@ -173,7 +173,7 @@ class SchedulingQueue:
                 self.release(released)
         for signal in signals(old, new, event, now, self._config):
             if isinstance(signal, Activate):
-                self.parking.forget(signal.key)
+                self.parking.unpark(signal.key)
                 self.work.add(signal.key)
             elif isinstance(signal, Room):
                 self.parking.touch(signal.namespace, signal.runtime)
@@ -202,7 +202,7 @@ class SchedulingQueue:
     def activate(self, keys: Iterable[RunKey]) -> None:
         """Queue these Runs now, parked or not (e.g. their workspace changed)."""
         for key in keys:
-            self.parking.forget(key)
+            self.parking.unpark(key)
             self.work.add(key)
 
     def _admit(self, namespace: str, runtime: str, pod: str, *, grown: bool, source: WakeupSource | None) -> None:
@@ -306,7 +306,7 @@ class SchedulingQueue:
             if not parked:
                 work.add(key)  # something it reads changed while it was planned
         else:
-            self.parking.forget(key)
+            self.parking.unpark(key)
             if isinstance(next_, Forget):
                 work.forget(key)
             elif isinstance(next_, RequeueAfter):
