@@ -53,6 +53,20 @@ def test_the_log_is_appended_to_and_blank_lines_are_skipped(
     assert "24 of 24 records identical" in capsys.readouterr().out
 
 
+def test_a_log_whose_waits_carry_a_requeue_interval_still_replays_identically(
+    cycle_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Logs written while a Wait carried its own interval (``requeue_after``) read and replay as before."""
+    records = [json.loads(line) for line in lines(cycle_log)]
+    waits = [record for record in records if record["plan"]["action"] == "Wait"]
+    assert waits and all("requeue_after" not in record["plan"] for record in waits)
+    for record in waits:
+        record["plan"]["requeue_after"] = 30.0
+    cycle_log.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    assert main(["replay", str(cycle_log)]) == 0
+    assert capsys.readouterr().out == f"{cycle_log}: 12 of 12 records identical\n"
+
+
 def test_an_edited_logged_pod_is_a_difference_naming_the_field(
     cycle_log: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

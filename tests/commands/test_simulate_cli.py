@@ -140,7 +140,7 @@ def test_later_cycles_see_earlier_binds_until_capacity_is_full_then_wait(
         "message": 'waiting for available runtime pods for runtime "python"',
         "reason": "Unschedulable",
         "rejections": {"RuntimePodAvailability": {"RuntimePodUnavailable": 1}},
-        "requeueAfterSeconds": 30,
+        "recheckWithinSeconds": 30,
     }
     assert result["assignments"] == {"default/run-0": "runtime-a", "default/run-1": "runtime-a"}
 
@@ -227,7 +227,7 @@ def test_every_action_kind_has_the_documented_json_shape(tmp_path: Path, capsys:
     shapes = {str(c["action"]): set(c) for c in cycles(result)}
     assert shapes == {
         "Bind": {"run", "action", "pod", "ranking", "scores", "rejections"},
-        "Wait": {"run", "action", "message", "reason", "rejections", "requeueAfterSeconds"},
+        "Wait": {"run", "action", "message", "reason", "rejections", "recheckWithinSeconds"},
         "Fail": {"run", "action", "reason", "message"},
         "Cancel": {"run", "action", "reason", "message"},
         "Delay": {"run", "action", "requeueAfterSeconds"},

@@ -680,7 +680,7 @@ def test_a_namespace_dropped_is_forgotten_and_its_later_events_are_not_applied()
         applied.append((ev.type, ev.obj.name))
         if ev.obj.name == "trigger" and not forgotten:  # the round lets b go
             scope.drop("b")
-            forgotten.append(box[0].forget_namespace("b"))
+            forgotten.append(box[0].drop_namespace("b"))
 
     h = harness(
         [listing(in_namespace(run_json("x", "1"), "a"), in_namespace(run_json("y", "2"), "b"), rv="3")],
@@ -712,7 +712,7 @@ def test_forgetting_a_namespace_from_another_thread_leaves_none_of_it_behind() -
     try:
         assert wait_until(lambda: sum(1 for run in state.get().runs() if run.namespace == "b") >= 100, timeout=10)
         scope.drop("b")
-        informer.forget_namespace("b")
+        informer.drop_namespace("b")
         assert not [run for run in state.get().runs() if run.namespace == "b"]
     finally:
         thread.join(timeout=10)
@@ -765,7 +765,7 @@ def test_rewatch_opens_the_watch_again_from_the_version_seen_with_the_new_query_
 
     def on_event(old: ClusterState, new: ClusterState, ev: Event) -> None:
         if ev.obj.name == "v" and scope.drop("b"):  # the round lets b go; the open watch still sends b
-            informer.forget_namespace("b")
+            informer.drop_namespace("b")
             informer.rewatch()
         if ev.obj.name == "w":
             informer.stop()

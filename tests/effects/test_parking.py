@@ -58,7 +58,7 @@ def test_a_backlog_of_several_chunks_is_admitted_from_its_head_in_queue_order() 
         parking.park_unplanned(key, "py", (int(key.name[1:]), "ns", key.name))
     forgotten = set(keys[700:1_500:97])
     for key in forgotten:
-        parking.forget(key)
+        parking.unpark(key)
     admitted: list[RunKey] = []
     while head := parking.parked("ns", "py", ("capacity",), 7):
         admitted.extend(parking.activate(head[:5]))

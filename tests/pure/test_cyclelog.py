@@ -205,7 +205,7 @@ plans: Final[st.SearchStrategy[Plan]] = st.one_of(
         ).map(tuple),
         rejections=rejections,
     ),
-    st.builds(Wait, message=texts, rejections=rejections, reason=texts, requeue_after=finite),
+    st.builds(Wait, message=texts, rejections=rejections, reason=texts),
     st.builds(Fail, reason=texts, message=texts),
     st.builds(Cancel, reason=texts, message=texts),
     st.builds(Delay, seconds=finite),

@@ -76,7 +76,6 @@ def check(s: Scenario, result: Plan) -> None:
         assert isinstance(result, Wait), result
         assert result.message == s.message
         assert result.reason == "Unschedulable"
-        assert result.requeue_after == 30
     if s.rejections is not None:
         assert isinstance(result, (Bind, Wait)), result
         assert rejections_map(result.rejections) == s.rejections

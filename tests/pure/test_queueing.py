@@ -186,8 +186,23 @@ def test_a_constrained_run_planned_while_no_pod_was_available_is_parked_blind_an
         assert parked_blind(step.snapshot) is expected, name
 
 
+class _Delegating:
+    """A filter that judges Runs as the built-in one it wraps (``inner``) does."""
+
+    inner: RuntimePodAvailability | AvoidDraining
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        return self.inner.prepare(run, snapshot)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return self.inner.pending_message(reasons, run)
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return self.inner.explain(reason, slot, run, snapshot)
+
+
 @dataclass(frozen=True)
-class _SameAvailability:
+class _SameAvailability(_Delegating):
     """The built-in availability filter under another type: a profile placement cannot vouch for."""
 
     inner: RuntimePodAvailability = RuntimePodAvailability()
@@ -209,15 +224,6 @@ class _SameAvailability:
     def fast_path(self) -> bool:
         return self.claims_fast_path
 
-    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
-        return self.inner.prepare(run, snapshot)
-
-    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
-        return self.inner.pending_message(reasons, run)
-
-    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
-        return self.inner.explain(reason, slot, run, snapshot)
-
 
 _UNPROVEN = must(
     must(
@@ -237,7 +243,7 @@ def test_the_placement_fast_path_follows_what_each_plugin_of_the_profile_declare
 
 @final
 @dataclass(frozen=True, slots=True)
-class _DrainingForGood:
+class _DrainingForGood(_Delegating):
     """``AvoidDraining`` declaring its reason a constraint: room on a draining pod will not help."""
 
     inner: AvoidDraining = AvoidDraining()
@@ -245,15 +251,6 @@ class _DrainingForGood:
     reasons: ClassVar[frozenset[str]] = AvoidDraining.reasons
     park_kinds: ClassVar[Mapping[str, ParkKind]] = {REJECT_POD_DRAINING: "constraints"}
     fast_path: ClassVar[bool] = False
-
-    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
-        return self.inner.prepare(run, snapshot)
-
-    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
-        return self.inner.pending_message(reasons, run)
-
-    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
-        return self.inner.explain(reason, slot, run, snapshot)
 
 
 def test_a_run_a_new_plugin_holds_back_is_parked_by_the_kind_that_plugin_declares_for_its_reason() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from kruntimes.pure import step as steps
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold, reserve, without_namespace
-from kruntimes.pure.model.objects import DEFAULT_CONFIG, Run, RunKey
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, Run, RunKey
 from kruntimes.pure.model.plan import Bind, Wait
 from kruntimes.pure.state.cluster import ClusterState, Event, apply
 from kruntimes.pure.step import (
@@ -387,3 +387,53 @@ def test_the_failed_scheduling_event_says_why_each_group_of_pods_was_refused_wit
     assert "secret" not in event.message
     # the status keeps upstream's text; the breakdown is the Event's
     assert step.write is not None and step.write.patch.message == 'waiting for available runtime pods for runtime "python"'
+
+
+# --- where a Wait parks the Run, and where a cycle leaves its room -----------------------------------
+
+_NEEDS_DB = affinity_json(required=[term({"app": "db"})])
+# the world (besides Run r), Run r's spec -> the Park its Wait decides
+PARKS: list[tuple[str, tuple[Object, ...], dict[str, object], Park]] = [
+    ("no pod of its runtime", (), {}, Park("unfit")),
+    ("a pod too small ever to hold it", (decoded_pod("a", capacity={"cpu": "1"}),), {"requests": {"cpu": "2"}}, Park("unfit")),
+    (
+        "a pod that could hold it, full",
+        (decoded_pod("a", capacity={"cpu": "2"}), active_run("x", "a", requests={"cpu": "2"})),
+        {"requests": {"cpu": "2"}},
+        Park("capacity"),
+    ),
+    ("an available pod its required affinity refuses", (decoded_pod("a"),), {"affinity": _NEEDS_DB}, Park("constraints")),
+    ("a required affinity, no pod available", (decoded_pod("a", ready=False),), {"affinity": _NEEDS_DB}, Park("unfit", blind=True)),
+    ("a workspace, no pod available", (decoded_pod("a", ready=False),), {"workspace": "ws"}, Park("unfit", blind=True)),
+    ("no constraint, no pod available", (decoded_pod("a", ready=False),), {}, Park("unfit")),
+    ("a required affinity, the only pod's heartbeat stale", (decoded_pod("a", heartbeat_at=at(-3600)),), {"affinity": _NEEDS_DB}, Park("capacity", blind=True)),
+]
+
+
+@pytest.mark.parametrize(("case", "objects", "spec", "expected"), PARKS, ids=[row[0] for row in PARKS])
+def test_a_wait_parks_the_run_in_the_group_of_the_change_that_could_place_it(
+    case: str, objects: tuple[Object, ...], spec: dict[str, object], expected: Park
+) -> None:
+    step = transact(world(*objects, decoded_run("r", **spec)), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)  # type: ignore[arg-type]  # the builder's keywords
+    assert isinstance(step.plan.unwrap(), Wait), case
+    assert step.settled.next == expected, case
+
+
+@pytest.mark.parametrize(
+    ("outcome", "landed", "freed"),
+    [(Written("2"), "a", False), (Conflict(), "", True), (Gone(), "", True), (Ambiguous(NOW + timedelta(seconds=60)), "a", False)],
+    ids=["landed", "409", "404", "uncertain"],
+)
+def test_a_bind_leaves_its_room_on_its_pod_unless_it_definitely_did_not_land(
+    outcome: steps.WriteOutcome, landed: str, freed: bool
+) -> None:
+    step = bound(world(decoded_pod("a"), decoded_run("r")))
+    _, change = settle(step, outcome)
+    where, given_back = steps.landing(step, change)
+    assert where == landed
+    assert given_back == (step.ledger.get("default", step.write.run.uid) if freed and step.write else None)
+
+
+def test_a_cycle_that_reserved_nothing_lands_nowhere_and_gives_nothing_back() -> None:
+    step = transact(world(decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    assert steps.landing(step, Keep()) == ("", None)

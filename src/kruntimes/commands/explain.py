@@ -59,6 +59,7 @@ from kruntimes.pure.model.objects import (
     RunKey,
     SchedulerConfig,
 )
+from kruntimes.pure.parking import RECHECK_SECONDS
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Plan, Rejections, Wait
 from kruntimes.pure.model.quantity import Amount, format_quantity
 from kruntimes.pure.snapshot import take
@@ -364,7 +365,7 @@ def plan_text(plan: Result[Plan, CycleError]) -> str:
         return f"Bind to {value.pod} (score {value.scores[0].total})"
     if isinstance(value, Wait):
         rejected = f"; rejected: {_rejections_text(value.rejections)}" if value.rejections else "; no candidate pods"
-        return f"Wait: {value.message}{rejected}; requeue in {value.requeue_after:g}s or on a wakeup"
+        return f"Wait: {value.message}{rejected}; re-planned on a wakeup, or within {RECHECK_SECONDS:g}s"
     if isinstance(value, Fail):
         return f"Fail ({value.reason}): {value.message}"
     if isinstance(value, Cancel):

@@ -26,6 +26,7 @@ from kruntimes.pure.readers.cyclelog import encode_record
 from kruntimes.commands._yaml import SafeLoader
 from kruntimes.pure.readers.json import loads
 from kruntimes.pure.model.objects import RunKey
+from kruntimes.pure.parking import RECHECK_SECONDS
 from kruntimes.pure.model.plan import Bind, Cancel, CycleError, Delay, Fail, Rejections, Skip, Wait
 from kruntimes.pure.readers.scenario import decode_scenario
 from kruntimes.pure.simulation import Simulation, simulate
@@ -212,7 +213,7 @@ def outcome_json(outcome: Step) -> dict[str, Json]:
             message=plan.message,
             reason=plan.reason,
             rejections=_rejections_json(plan.rejections),
-            requeueAfterSeconds=plan.requeue_after,
+            recheckWithinSeconds=RECHECK_SECONDS,
         )
     elif isinstance(plan, (Fail, Cancel)):
         entry.update(action="Fail" if isinstance(plan, Fail) else "Cancel", reason=plan.reason, message=plan.message)
@@ -269,7 +270,7 @@ def _row(outcome: Step, namespace: str | None) -> tuple[str, str, str, str]:
         detail = plan.message
         if plan.rejections:
             detail += f"; rejected: {_rejections_text(plan.rejections)}"
-        return run, action, plan.reason, f"{detail}; retry in {_seconds(plan.requeue_after)}"
+        return run, action, plan.reason, f"{detail}; re-planned on a wakeup, or within {_seconds(RECHECK_SECONDS)}"
     if isinstance(plan, (Fail, Cancel)):
         return run, action, plan.reason, plan.message
     if isinstance(plan, Delay):

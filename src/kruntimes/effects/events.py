@@ -191,13 +191,13 @@ class EventRecorder:
                 self._last.popitem(last=False)
         return self._enqueue(run, type_, reason, message)
 
-    def forget(self, namespace: str, uid: str) -> None:
+    def drop_run(self, namespace: str, uid: str) -> None:
         """The Run is gone or finished: drop its deduplication state."""
         with self._lock:
             for key in [k for k in self._last if k[0] == namespace and k[1] == uid]:
                 del self._last[key]
 
-    def forget_namespace(self, namespace: str) -> None:
+    def drop_namespace(self, namespace: str) -> None:
         """This replica stopped scheduling ``namespace`` (sharded mode): drop its deduplication state."""
         with self._lock:
             for key in [k for k in self._last if k[0] == namespace]:

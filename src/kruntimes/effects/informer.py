@@ -413,7 +413,7 @@ class Informer:
         self._newest: int | None = None
         """The newest numeric resourceVersion seen (list, event or bookmark)."""
         self._emit_lock = threading.RLock()
-        """Held while an event or a list is applied, so ``forget_namespace`` cannot interleave."""
+        """Held while an event or a list is applied, so ``drop_namespace`` cannot interleave."""
         self._listed_generation = -1
         """The scope's generation when the last completed list started."""
         self.malformed = 0
@@ -482,7 +482,7 @@ class Informer:
         with self._relisted:
             return self._relisted.wait_for(lambda: self._relist_served >= ticket, timeout)
 
-    def forget(self) -> int:
+    def drop_all(self) -> int:
         """Emit a ``DELETED`` event for every object this informer has applied, so the state no
         longer holds them (a namespace this replica stopped scheduling); how many. Call it after
         :meth:`stop` and :meth:`join`: a loop still running would add them back."""
@@ -504,7 +504,7 @@ class Informer:
         if isinstance(stream, Interruptible):
             stream.interrupt()
 
-    def forget_namespace(self, namespace: str) -> int:
+    def drop_namespace(self, namespace: str) -> int:
         """Emit a ``DELETED`` event for every object of ``namespace`` this informer applied (its
         scope dropped it first, so none is applied again); how many. Safe while the loop runs."""
         with self._emit_lock:
@@ -834,7 +834,7 @@ class Informer:
             self._emit_locked(type_, obj)
             return
         with self._emit_lock:
-            # dropped since it was decoded: ``forget_namespace`` ran, or runs next; never add it back
+            # dropped since it was decoded: ``drop_namespace`` ran, or runs next; never add it back
             if type_ != "DELETED" and not scope.keeps(obj.namespace):
                 return
             self._emit_locked(type_, obj)

@@ -53,15 +53,13 @@ from kruntimes.kubeclient.secureserving import SecureServing
 from kruntimes.kubeclient.threads import SKIPPABLE, Stage, SupervisedThread
 from kruntimes.pure.queueing import ParkReason
 from kruntimes.kubeclient.kube import ServerReset as ServerReset
-from kruntimes.pure.step import Outcome
+from kruntimes.pure.step import ConflictStage, Outcome, SyncResult
 from kruntimes.pure.wakeups import WakeupSource
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 
 log = logging.getLogger(__name__)
 
-SyncResult: TypeAlias = Literal["scheduled", "no_pods", "selection_error"]
-ConflictStage: TypeAlias = Literal["reserve", "bind"]
 Verb: TypeAlias = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "other"]
 """The HTTP method of an API request; anything else is ``other`` (never the raw method)."""
 CodeClass: TypeAlias = Literal["2xx", "3xx", "4xx", "5xx", "none", "other"]

@@ -14,7 +14,7 @@ Two rules keep wakeups from being lost:
   running (after ``started``, before ``park``) would find it not yet parked. ``park`` sees
   that the group's event counter moved since ``started`` and refuses, so the caller
   queues the Run again at once instead of parking it.
-- **The safety net.** A Run parked for ``safety_net`` seconds whose group has admitted
+- **The safety net.** A Run parked for ``safety_net`` seconds (``RECHECK_SECONDS``) whose group has admitted
   nobody for that long is activated anyway (``due``). A group that is being served —
   its Runs admitted one after the other as capacity frees — needs no re-planning of the
   Runs behind: their turn comes in order; re-planning them would only end in Wait again.
@@ -35,7 +35,10 @@ keep the claims on the rooms the Runs in flight will actually need:
 - a cycle whose reservation lost the race to another worker's is queued again (after the
   first, 5 ms back-off step) and keeps its claim until that retry ends.
 
-Thread-safe: informer threads signal and workers park, under one lock. Time is injected.
+Each of these rules is a pure function of ``pure.parking`` (tested as tables in
+tests/pure/test_parking.py); this module keeps the parked Runs, the claims and the event
+counters they are asked about. Thread-safe: informer threads signal and workers park, under
+one lock. Time is injected.
 """
 
 from __future__ import annotations
@@ -51,11 +54,10 @@ from typing import Final, TypeAlias, final
 
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Resources, RunKey
 from kruntimes.pure.model.quantity import Amount
-from kruntimes.pure.model.resources import add, fits
+from kruntimes.pure.model.resources import add
+from kruntimes.pure.parking import RECHECK_SECONDS, Slot, displaced, now_fits, overdue, refused, served
 from kruntimes.pure.queueing import NO_TIME_US, ParkReason, SortKey
 
-DEFAULT_SAFETY_NET: Final = 30.0
-"""Seconds after which a parked Run of a group that admitted nobody is planned again anyway."""
 STAMP_RESOLUTION: Final = 0.05
 """Runs parked within this many seconds of each other share one parking time (one float object
 for a whole backlog parked at once; the safety net counts in tens of seconds)."""
@@ -64,7 +66,6 @@ LINE_CHUNK: Final = 512
 """Keys per chunk of a group's line (at most; a fuller chunk splits in two)."""
 
 Group: TypeAlias = tuple[str, str, ParkReason]
-_Slot: TypeAlias = tuple[str, str]
 _Shape: TypeAlias = tuple[tuple[str, Amount], ...]
 """A request, hashable (``Resources`` is a read-only mapping, sorted by name)."""
 Rank: TypeAlias = Callable[[RunKey], tuple[SortKey, RunKey]]
@@ -188,7 +189,7 @@ class Parking:
         self,
         *,
         clock: Callable[[], float] = time.monotonic,
-        safety_net: float = DEFAULT_SAFETY_NET,
+        safety_net: float = RECHECK_SECONDS,
         line_chunk: int = LINE_CHUNK,
     ) -> None:
         self._clock = clock
@@ -207,8 +208,8 @@ class Parking:
         """(namespace, runtime) -> the counter at its last event."""
         self._touched_ns: dict[str, int] = {}
         self._started: dict[RunKey, int] = {}
-        self._claims: dict[_Slot, dict[RunKey, Resources]] = {}
-        self._claim_of: dict[RunKey, _Slot] = {}
+        self._claims: dict[Slot, dict[RunKey, Resources]] = {}
+        self._claim_of: dict[RunKey, Slot] = {}
         self._stamp = float("-inf")
         self._unfit: dict[tuple[str, str], dict[_Shape, _Keys]] = {}
         """(namespace, runtime) -> request -> the Runs parked ``unfit`` with it: a pod that appears
@@ -239,9 +240,7 @@ class Parking:
         namespace = key.namespace
         with self._lock:
             started = self._started.pop(key, -1)
-            if self._touched.get((namespace, runtime), -1) > started or (
-                reason == "constraints" and self._touched_ns.get(namespace, -1) > started
-            ):
+            if refused(started, self._touched.get((namespace, runtime), -1), self._touched_ns.get(namespace, -1), reason):
                 return False
             self._park_locked(key, (namespace, runtime, reason), order, _Blind if blind else _Parked)
             if reason == "unfit":
@@ -267,7 +266,7 @@ class Parking:
             by_shape = self._unfit.get((namespace, runtime))
             if by_shape is None:
                 return 0
-            for shape in [shape for shape in by_shape if fits(capacity, EMPTY_RESOURCES, dict(shape))]:
+            for shape in [shape for shape in by_shape if now_fits(capacity, dict(shape))]:
                 for key in list(by_shape[shape]):  # (unparking drops it from the index)
                     parked = self._where[key]
                     self._park_locked(key, (namespace, runtime, "capacity"), parked.rank(key), type(parked))
@@ -300,19 +299,17 @@ class Parking:
         with self._lock:
             mine = self._claim_of.get(key)
             target = (key.namespace, pod)
-            if mine is None or mine == target:
-                return
             others = self._claims.get(target)
-            displaced = next((other for other in others or () if other != key), None)
-            if others is None or displaced is None:
+            moved = displaced(key, mine, target, others or ())
+            if mine is None or others is None or moved is None:
                 return
-            requests = others.pop(displaced)
+            requests = others.pop(moved)
             if not others:
                 del self._claims[target]
-            self._claims.setdefault(mine, {})[displaced] = requests
-            self._claim_of[displaced] = mine
+            self._claims.setdefault(mine, {})[moved] = requests
+            self._claim_of[moved] = mine
 
-    def finished(self, key: RunKey) -> _Slot | None:
+    def finished(self, key: RunKey) -> Slot | None:
         """``key``'s cycle ended (whatever it decided): drop its claim; the pod it was admitted
         for, if any (its remaining room may admit the next Run)."""
         with self._lock:
@@ -389,8 +386,9 @@ class Parking:
                     self._claim_of[key] = slot
         return out
 
-    def forget(self, key: RunKey) -> None:
-        """The Run is gone, bound or finished: it is not waiting any more."""
+    def unpark(self, key: RunKey) -> None:
+        """Take ``key`` out of the lot, if it is there: it is queued by its own event, or it is
+        gone, bound or finished (no claim is made, no group's safety-net clock moves)."""
         with self._lock:
             self._unpark_locked(key)
 
@@ -409,14 +407,14 @@ class Parking:
         """The safety net: Runs parked ``safety_net`` seconds in a group that admitted nobody
         for as long; they leave the lot (the caller queues them). A group being served is
         skipped whole, so a large backlog that drains costs nothing here."""
-        limit = self._clock() - self._safety_net
+        now, net = self._clock(), self._safety_net
         out: list[RunKey] = []
         with self._lock:
             for group, by_reason in list(self._groups.items()):
-                if self._admitted_at.get(group, -1e18) > limit:
+                if served(self._admitted_at.get(group), now, net):
                     continue
                 for items in list(by_reason.values()):
-                    out.extend(key for key in items if self._where[key].since <= limit)
+                    out.extend(key for key in items if overdue(self._where[key].since, now, net))
             for key in out:
                 self._unpark_locked(key)
         return out

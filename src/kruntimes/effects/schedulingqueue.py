@@ -37,12 +37,13 @@ from typing import Final, assert_never
 
 from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.metrics import SchedulerMetrics, WaitingReason
-from kruntimes.effects.parking import DEFAULT_SAFETY_NET, Parking
+from kruntimes.effects.parking import Parking
 from kruntimes.effects.queueorder import by_policy
 from kruntimes.kubeclient.workqueue import WorkQueue
 from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import Ledger
 from kruntimes.pure.model.objects import EMPTY_RESOURCES, Reservation, Resources, Run, RunKey, SchedulerConfig, Snapshot, epoch_us
+from kruntimes.pure.parking import RECHECK_SECONDS, admission_groups, keeps_claim
 from kruntimes.pure.planner import precheck
 from kruntimes.pure.queueing import (
     FIFO,
@@ -81,7 +82,7 @@ class SchedulingQueue:
         policy: QueueOrder = FIFO,
         now: Callable[[], datetime],
         clock: Callable[[], float] = time.monotonic,
-        safety_net: float = DEFAULT_SAFETY_NET,
+        safety_net: float = RECHECK_SECONDS,
     ) -> None:
         self._state = state
         self._ledger = ledger
@@ -173,7 +174,7 @@ class SchedulingQueue:
                 self.release(released)
         for signal in signals(old, new, event, now, self._config):
             if isinstance(signal, Activate):
-                self.parking.forget(signal.key)
+                self.parking.unpark(signal.key)
                 self.work.add(signal.key)
             elif isinstance(signal, Room):
                 self.parking.touch(signal.namespace, signal.runtime)
@@ -202,7 +203,7 @@ class SchedulingQueue:
     def activate(self, keys: Iterable[RunKey]) -> None:
         """Queue these Runs now, parked or not (e.g. their workspace changed)."""
         for key in keys:
-            self.parking.forget(key)
+            self.parking.unpark(key)
             self.work.add(key)
 
     def _admit(self, namespace: str, runtime: str, pod: str, *, grown: bool, source: WakeupSource | None) -> None:
@@ -210,8 +211,7 @@ class SchedulingQueue:
             found = self._state.get().pod(namespace, pod)
             if found is not None and found.schedulable:
                 self.parking.fit(namespace, runtime, found.capacity)
-        reasons: tuple[ParkReason, ...] = ("capacity", "constraints", "unfit") if grown else ("capacity", "constraints")
-        parked = self.parking.parked(namespace, runtime, reasons, MAX_ADMISSION_WALK)
+        parked = self.parking.parked(namespace, runtime, admission_groups(grown), MAX_ADMISSION_WALK)
         if not parked:
             return
         state = self._state.get()
@@ -307,7 +307,7 @@ class SchedulingQueue:
             if not parked:
                 work.add(key)  # something it reads changed while it was planned
         else:
-            self.parking.forget(key)
+            self.parking.unpark(key)
             if isinstance(next_, Forget):
                 work.forget(key)
             elif isinstance(next_, RequeueAfter):
@@ -321,7 +321,7 @@ class SchedulingQueue:
             self.release(freed)
         if landed:  # its room, wherever the cycle put it (a claim it displaced moves)
             self.parking.placed(key, landed)
-        if isinstance(next_, BackOff) and next_.keep_claim:
+        if keeps_claim(next_):
             return
         slot = self.parking.finished(key)
         if slot is not None:  # the pod it was admitted for (if still there) may take the next one

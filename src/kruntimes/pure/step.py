@@ -193,7 +193,9 @@ Outcome: TypeAlias = Literal[
 """What a cycle came to: a closed set, for logs, tests and the scheduler's result hook."""
 
 SyncResult: TypeAlias = Literal["scheduled", "no_pods", "selection_error"]
+"""How a Run's cycle ended for the sync metric (a closed set: metric labels)."""
 ConflictStage: TypeAlias = Literal["reserve", "bind"]
+"""Where a cycle lost a race to another writer (a closed set: metric labels)."""
 
 
 @final

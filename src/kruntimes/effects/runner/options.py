@@ -14,7 +14,7 @@ from typing import Final
 from kruntimes.effects.binder import DEFAULT_AMBIGUOUS_HOLD
 from kruntimes.effects.cyclelog_writer import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES, unwritable
 from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, LeaderElectionConfig, LeaseTimings, default_identity
-from kruntimes.effects.parking import DEFAULT_SAFETY_NET
+from kruntimes.pure.parking import RECHECK_SECONDS
 from kruntimes.kubeclient.secureserving import SecureServingOptions
 from kruntimes.pure.model.times import format_duration
 from kruntimes.pure.queueing import FIFO, QueueOrder
@@ -85,7 +85,7 @@ class SchedulerOptions:
     queue_order: QueueOrder = FIFO
     """The order waiting Runs are served in (SPEC §8): ``FIFO`` (oldest first) or
     ``NAMESPACE_FAIR`` (namespaces take turns), or any ``queueing.QueueOrder``."""
-    safety_net: float = DEFAULT_SAFETY_NET
+    safety_net: float = RECHECK_SECONDS
     """Seconds after which a waiting Run whose group admitted nobody is planned again anyway."""
     heartbeat_stale_after: timedelta = timedelta(seconds=15)
     """A Runtime Pod whose heartbeat is older than this is unavailable; ``<= 0`` means the default, 15 s (SPEC §1)."""

@@ -611,8 +611,8 @@ class Scheduler:
             # The informer's observation hands a reservation off to actual usage (SPEC §6) now,
             # rather than at the namespace's next cycle; a deleted Run frees its reservation.
             # Both are no-ops without a reservation for this Run: skip the swap (most events).
-            if event.type == "DELETED" and accepted:  # a namespace let go forgets its Events at once
-                self._events.forget(obj.namespace, obj.uid)
+            if event.type == "DELETED" and accepted:  # a namespace let go drops its Events' dedup state at once
+                self._events.drop_run(obj.namespace, obj.uid)
             held = self.ledger.get().get(obj.namespace, obj.uid)
             if held is not None:
                 if event.type == "DELETED":

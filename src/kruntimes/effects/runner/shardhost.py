@@ -122,7 +122,7 @@ class ShardHost:
         queue = self._scheduler._queue
         if queue is not None:
             queue.drop_namespace(namespace)
-        self._scheduler._events.forget_namespace(namespace)
+        self._scheduler._events.drop_namespace(namespace)
 
     def namespace_busy(self, namespace: str) -> bool:
         """A cycle of the namespace is running, or one of its Events is being sent."""
@@ -135,7 +135,7 @@ class ShardHost:
         if scope is not None:
             narrower = scope.drop(namespace)
             for informer in self._scheduler._informers:
-                informer.forget_namespace(namespace)
+                informer.drop_namespace(namespace)
             if narrower:
                 with self._scheduler._lock:
                     self._scope_change = self._scope_change or "rewatch"
@@ -150,7 +150,7 @@ class ShardHost:
         for informer in informers:
             if not informer.join(5.0):
                 log.warning("an informer did not stop in time", extra={"namespace": namespace, "kind": informer.kind})
-            informer.forget()
+            informer.drop_all()
         self._scheduler.ledger.swap(lambda ledger: without_namespace(ledger, namespace))
 
     def begin(self, namespace: str) -> bool:

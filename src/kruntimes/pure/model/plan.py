@@ -4,8 +4,9 @@ Each plan variant says what the effect layer does next:
 
 - ``Bind``   reserve ``pod`` in the ledger (compare-and-swap), then write the
              ``Scheduled`` status; a reserve conflict requeues at once.
-- ``Wait``   write the Pending status (only if it changed); requeue after
-             ``requeue_after`` seconds unless an event wakes the Run first.
+- ``Wait``   write the Pending status (only if it changed); park the Run until an
+             event can help it, re-planned within ``parking.RECHECK_SECONDS``
+             if none comes.
 - ``Fail``   write the terminal ``Failed`` status; never requeue.
 - ``Cancel`` write the terminal ``Cancelled`` status; never requeue.
 - ``Delay``  write nothing; requeue after ``seconds`` (retry back-off, SPEC §3.6).
@@ -23,8 +24,6 @@ from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple, TypeAlias, TypeVar, cast, final
 
 from kruntimes.pure.persistent.lazy import LazyTuple
-
-WAIT_REQUEUE_SECONDS: Final = 30.0
 
 Rejections: TypeAlias = tuple[tuple[str, str, int], ...]
 """``(plugin, reason, count)`` sorted by plugin registration order, then reason."""
@@ -148,7 +147,6 @@ class Wait:
     message: str
     rejections: Rejections
     reason: str = "Unschedulable"
-    requeue_after: float = WAIT_REQUEUE_SECONDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -301,7 +301,6 @@ def plan_json(plan: Result[Plan, CycleError]) -> dict[str, Json]:
             "message": value.message,
             "rejections": _rejections(value.rejections),
             "reason": value.reason,
-            "requeue_after": value.requeue_after,
         }
     if isinstance(value, Fail):
         return {"action": "Fail", "reason": value.reason, "message": value.message}
@@ -608,8 +607,7 @@ def _plan_from(value: object, path: str) -> Result[Plan, CycleError]:
             message=get_string(obj, "message", path),
             rejections=get_items(obj, "rejections", path, _rejection_from),
             reason=get_string(obj, "reason", path),
-            requeue_after=get_number(obj, "requeue_after", path),
-        )
+        )  # a log written before the recheck interval was the parking lot's carries "requeue_after": unread
     elif action == "Fail":
         plan = Fail(reason=get_string(obj, "reason", path), message=get_string(obj, "message", path))
     elif action == "Cancel":
