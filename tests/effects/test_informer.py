@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -496,6 +497,26 @@ def test_a_relist_request_ends_a_back_off_sleep_on_the_real_sleeper() -> None:
         ticket = informer.request_relist()
         assert informer.wait_relisted(ticket, timeout=10), "the relist did not wait out the back-off"
         assert len(kube.listed) == 2
+    finally:
+        informer.stop()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def test_a_relist_asked_for_before_a_failure_does_not_cut_the_back_off_after_it_short() -> None:
+    clock = FakeClock()
+    lists = [listing(run_json("a", "1"), rv="2"), listing(run_json("a", "3"), rv="4")]
+    failing: list[Script] = [[error("server", 500)] for _ in range(50)]
+    kube = FakeKube(lists, failing, FakeSleeper(clock))
+    informer = Informer(kube, watched_runs(), Atom(EMPTY_STATE), clock=clock, backoff=ExponentialDelay(base=3600.0, cap=3600.0))
+    ticket = informer.request_relist()  # served by the first list
+    thread = informer.start()
+    try:
+        assert informer.wait_relisted(ticket, timeout=10)
+        assert wait_until(lambda: len(kube.watched_from) >= 1, timeout=10)
+        # the watch failed: an hour's back-off, not a retry at once woken by the request already served
+        time.sleep(2)  # long enough for a retry at once to show; the next retry is an hour away
+        assert (len(kube.listed), len(kube.watched_from)) == (1, 1)
     finally:
         informer.stop()
         thread.join(timeout=10)

@@ -454,8 +454,8 @@ class Informer:
         """End the loop now: interrupt the open watch, end any back-off sleep."""
         with self._stream_lock:
             self._stop.set()
+            self._wake.set()
             stream = self._stream
-        self._wake.set()
         if isinstance(stream, Interruptible):
             stream.interrupt()
 
@@ -471,8 +471,8 @@ class Informer:
             self._fresh_asked = self._fresh_asked or fresh
             self._relist_asked += 1
             ticket = self._relist_asked
+            self._wake.set()
             stream = self._stream
-        self._wake.set()
         if isinstance(stream, Interruptible):
             stream.interrupt()
         return ticket
@@ -580,6 +580,8 @@ class Informer:
         with self._stream_lock:
             serving = self._relist_asked
             fresh, self._fresh_asked = self._fresh_asked, False
+            if not self._stop.is_set():  # the requests this list serves must not cut a later back-off short
+                self._wake.clear()
         scope = self._watched.scope
         generation = -1 if scope is None else scope.generation  # before the query is read
         params = self._watched.params
