@@ -22,6 +22,10 @@ the scheduler actually made and whether it held a reservation then.
 Exit status: 0 explained; 1 the Run does not exist; 2 usage errors, no
 cluster configuration, an unreachable or refusing API server, an unreadable
 cycle log. Never a traceback.
+
+One module at about 800 lines: reading the live objects, the text and JSON renderings and the
+shortfall analysis serve one command and one output; the decisions themselves are in
+``pure.explain``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ finishes the binds in flight, releases the lease and exits 0; a second signal
 exits at once. When one of its threads cannot continue (``Scheduler.failure``) it
 stops the same way on its own and exits 1, and so does a SIGTERM that comes after
 such a failure: the kubelet restarts the container rather than take it for a clean exit.
+
+One module at about 650 lines: most of it is the flag table and the rules that lay each flag over
+the configuration file's field; the table, the merge and the checks name the same settings and
+change together.
 """
 
 from __future__ import annotations

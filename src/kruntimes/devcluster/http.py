@@ -6,6 +6,10 @@ watches) and needs no dependency. A watch is a chunked response of
 newline-delimited JSON events; its thread blocks on its store subscription.
 Every connection is tracked so :meth:`DevClusterHTTPServer.stop` can cut idle
 keep-alive sockets and end watches, then join every handler thread.
+
+One module at about 700 lines: one request handler serves every REST path (get, list, watch, create,
+update, patch, delete and their negotiation), and its routes share the parsing, the error bodies and
+the connection tracking.
 """
 
 from __future__ import annotations

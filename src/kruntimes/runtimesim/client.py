@@ -25,6 +25,9 @@ exponentially (10 ms doubling to 30 s, at least the server's ``Retry-After``; a 
 ``Retry-After`` holds every writer); a refusal (403, 422...) is logged at most once a minute per
 kind and retried with the same back-off. ``stop()`` ends it: no request is started afterwards,
 and the one in flight finishes.
+
+One module at about 770 lines: the simulator client's caches, pacing, write retries and progress
+counters act on one client's state, and none is used without the others.
 """
 
 from __future__ import annotations

@@ -60,6 +60,10 @@ and checks the scheduler's promises (docs/reliability.md):
 
 Scheduler writes are recognised by their User-Agent (``kruntimes-scheduler/<identity>``).
 This is a purely computational module: it imports :mod:`kruntimes.pure` only.
+
+One module at about 700 lines: every promise is checked in one pass over the history (``_Replay``),
+on the running state they share — the Runs and their bindings, the Leases and their holders, each
+writer's writes — so no check stands alone.
 """
 
 from __future__ import annotations
