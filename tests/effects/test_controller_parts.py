@@ -14,7 +14,8 @@ import pytest
 from returns.result import Failure, Result, Success
 
 from kruntimes.cli import main as cli_main
-from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.events import RunEvents
+from kruntimes.kubeclient.events import EventSettings
 from kruntimes.kubeclient.tokenbucket import TokenBucket
 from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject
 from kruntimes.effects.logs import JsonFormatter, TextFormatter, configure, resolve_format
@@ -103,7 +104,7 @@ def _run(name: str = "r") -> Run:
 def test_a_waiting_run_gets_one_failed_scheduling_event_until_its_message_changes_or_time_passes() -> None:
     clock = [0.0]
     kube = FakeEvents()
-    recorder = EventRecorder(kube, EventSettings(instance="me", repeat_interval=300), clock=lambda: clock[0])
+    recorder = RunEvents(kube, EventSettings(instance="me", repeat_interval=300), clock=lambda: clock[0])
     run = _run()
     recorder.start()
     try:
@@ -207,7 +208,7 @@ def test_a_burst_of_binds_beyond_the_event_rate_drops_the_surplus_events() -> No
     time_ = SimulatedTime()
     kube = FakeEvents()
     settings = EventSettings(queue_size=5, qps=1.0, burst=2)
-    recorder = EventRecorder(kube, settings, clock=time_.clock, sleep=time_.sleep)
+    recorder = RunEvents(kube, settings, clock=time_.clock, sleep=time_.sleep)
     for i in range(20):  # the writer is not running yet: the queue holds 5, the rest are dropped
         recorder.scheduled(_run(f"r{i}"), "pod-0")
     assert recorder.dropped == 15
@@ -223,7 +224,7 @@ def test_a_burst_of_binds_beyond_the_event_rate_drops_the_surplus_events() -> No
 def test_a_repeat_of_an_expired_event_creates_a_new_one() -> None:
     clock = [0.0]
     kube = FakeEvents(expire_next_patch=True)
-    recorder = EventRecorder(kube, EventSettings(repeat_interval=1), clock=lambda: clock[0])
+    recorder = RunEvents(kube, EventSettings(repeat_interval=1), clock=lambda: clock[0])
     recorder.start()
     try:
         recorder.failed_scheduling(_run(), "m")

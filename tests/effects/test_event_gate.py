@@ -11,7 +11,8 @@ from returns.result import Result
 
 from kruntimes.kubeclient.kube import ApiError, JSONObject
 
-from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.events import RunEvents
+from kruntimes.kubeclient.events import EventSettings
 from kruntimes.kubeclient.leader import LeaderElector
 from kruntimes.kubeclient.threads import Supervisor
 from tests.effects.fakes import FakeClock
@@ -31,7 +32,7 @@ def _leader(clock: FakeClock) -> LeaderElector:
     return elector
 
 
-def _drain(recorder: EventRecorder) -> None:
+def _drain(recorder: RunEvents) -> None:
     recorder.start()
     try:
         assert recorder.flush(5)
@@ -43,7 +44,7 @@ def test_a_standby_queues_no_event() -> None:
     clock, kube = FakeClock(), FakeEvents()
     standby = elected(FakeLeases(), clock, "b", lease_duration=2.0, renew_deadline=1.5, retry_period=0.3)
     standby._leading = False
-    recorder = EventRecorder(kube, clock=clock, may_write=lambda namespace: standby.may_write())
+    recorder = RunEvents(kube, clock=clock, may_write=lambda namespace: standby.may_write())
     assert not recorder.failed_scheduling(_run(), "waiting")
     recorder.scheduled(_run("s"), "pod-0")
     _drain(recorder)
@@ -53,7 +54,7 @@ def test_a_standby_queues_no_event() -> None:
 def test_events_queued_before_the_leader_was_paused_past_its_lease_are_not_sent_when_it_resumes() -> None:
     clock, kube = FakeClock(), FakeEvents()
     leader = _leader(clock)
-    recorder = EventRecorder(kube, clock=clock, may_write=lambda namespace: leader.may_write())
+    recorder = RunEvents(kube, clock=clock, may_write=lambda namespace: leader.may_write())
     for i in range(3):
         recorder.scheduled(_run(f"r{i}"), "pod-0")
     clock.advance(3.5)  # SIGSTOP for 3.5 s: the writer thread runs again only now
@@ -64,7 +65,7 @@ def test_events_queued_before_the_leader_was_paused_past_its_lease_are_not_sent_
 def test_events_of_an_ended_term_are_dropped_even_if_the_process_leads_again() -> None:
     clock, kube = FakeClock(), FakeEvents()
     leader = _leader(clock)
-    recorder = EventRecorder(kube, clock=clock, may_write=lambda namespace: leader.may_write())
+    recorder = RunEvents(kube, clock=clock, may_write=lambda namespace: leader.may_write())
     recorder.scheduled(_run("old-0"), "pod-0")
     recorder.scheduled(_run("old-1"), "pod-0")
     assert recorder.end_term() == 2
@@ -80,7 +81,7 @@ def test_an_event_waiting_on_the_rate_limit_is_not_sent_after_the_lease_was_lost
     def paused_while_waiting(seconds: float) -> None:
         clock.advance(seconds + 3.5)  # the process was stopped during the rate-limit wait
 
-    recorder = EventRecorder(kube, EventSettings(qps=1.0, burst=1), clock=clock, sleep=paused_while_waiting,
+    recorder = RunEvents(kube, EventSettings(qps=1.0, burst=1), clock=clock, sleep=paused_while_waiting,
                              may_write=lambda namespace: leader.may_write())
     recorder.scheduled(_run("first"), "pod-0")
     recorder.scheduled(_run("second"), "pod-0")
@@ -92,7 +93,7 @@ def test_an_event_waiting_on_the_rate_limit_is_not_sent_after_the_lease_was_lost
 def test_a_repeat_patch_is_fenced_like_a_create() -> None:
     clock, kube = FakeClock(), FakeEvents()
     leader = _leader(clock)
-    recorder = EventRecorder(kube, EventSettings(repeat_interval=1.0), clock=clock, may_write=lambda namespace: leader.may_write())
+    recorder = RunEvents(kube, EventSettings(repeat_interval=1.0), clock=clock, may_write=lambda namespace: leader.may_write())
     recorder.failed_scheduling(_run(), "waiting")
     _drain(recorder)
     clock.advance(1.0)
@@ -122,7 +123,7 @@ def test_an_event_on_the_wire_keeps_its_namespace_busy_until_its_request_ends() 
     passed the gate before the gate closed must have landed before the new owner may write."""
     kube = _SlowEvents()
     run = _run()
-    recorder = EventRecorder(kube, may_write=lambda namespace: True)
+    recorder = RunEvents(kube, may_write=lambda namespace: True)
     recorder.scheduled(run, "pod-0")
     recorder.start()
     try:
@@ -147,7 +148,7 @@ class CursedEvents(FakeEvents):
 
 def test_an_event_whose_write_raises_is_skipped_counted_and_the_writer_goes_on() -> None:
     kube, supervisor = CursedEvents(), Supervisor()
-    recorder = EventRecorder(kube, clock=FakeClock(), supervisor=supervisor)
+    recorder = RunEvents(kube, clock=FakeClock(), supervisor=supervisor)
     for name in ("before", "cursed", "after"):
         recorder.scheduled(_run(name), "pod-0")
     _drain(recorder)
@@ -155,9 +156,9 @@ def test_an_event_whose_write_raises_is_skipped_counted_and_the_writer_goes_on()
     assert supervisor.skips()[("event-recorder", "write")] == 1 and supervisor.failure is None
 
 
-def _held_back(kube: FakeEvents) -> EventRecorder:
+def _held_back(kube: FakeEvents) -> RunEvents:
     """A recorder whose writer sent "first" and now waits on the rate limit, for 1,000 s, to send "second"."""
-    recorder = EventRecorder(kube, EventSettings(qps=0.001, burst=1))
+    recorder = RunEvents(kube, EventSettings(qps=0.001, burst=1))
     recorder.scheduled(_run("first"), "pod-0")
     recorder.scheduled(_run("second"), "pod-0")
     recorder.start()

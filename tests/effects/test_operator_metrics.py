@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client import Configuration
 from returns.result import Failure, Result
 
-from kruntimes.effects.events import EventRecorder
+from kruntimes.effects.events import RunEvents
 from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject, Kube
 from kruntimes.effects.metrics import SchedulerMetrics, code_class, package_version, verb_of
 from tests.effects.fakes import FakeClock
@@ -41,7 +41,7 @@ class RefusingEvents:
         return Failure(FORBIDDEN)
 
 
-def _drain(recorder: EventRecorder) -> None:
+def _drain(recorder: RunEvents) -> None:
     recorder.start()
     try:
         assert recorder.flush(5)
@@ -50,18 +50,18 @@ def _drain(recorder: EventRecorder) -> None:
 
 
 def _event_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "kruntimes.effects.events" and r.levelno == logging.WARNING]
+    return [r for r in caplog.records if r.name == "kruntimes.kubeclient.events" and r.levelno == logging.WARNING]
 
 
 def test_refused_event_writes_are_counted_and_warned_about_once_a_minute_per_kind_of_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     clock, kube, metrics = FakeClock(), RefusingEvents(), SchedulerMetrics()
-    recorder = EventRecorder(kube, clock=clock)
+    recorder = RunEvents(kube, clock=clock)
     metrics.watch_events(recorder)
     for i in range(3):
         recorder.scheduled(_run(f"r{i}"), "pod-0")
-    with caplog.at_level(logging.DEBUG, logger="kruntimes.effects.events"):
+    with caplog.at_level(logging.DEBUG, logger="kruntimes.kubeclient.events"):
         _drain(recorder)
         assert len(kube.calls) == 3
         assert metrics.value("kruntimes_scheduler_event_writes_total", {"result": "failed"}) == 3
@@ -77,7 +77,7 @@ def test_refused_event_writes_are_counted_and_warned_about_once_a_minute_per_kin
 
 def test_events_refused_by_the_write_gate_are_counted_as_fenced_not_failed() -> None:
     metrics = SchedulerMetrics()
-    recorder = EventRecorder(RefusingEvents(), may_write=lambda namespace: False)
+    recorder = RunEvents(RefusingEvents(), may_write=lambda namespace: False)
     metrics.watch_events(recorder)
     recorder.scheduled(_run(), "pod-0")
     assert metrics.value("kruntimes_scheduler_event_writes_total", {"result": "fenced"}) == 1

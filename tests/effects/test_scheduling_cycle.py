@@ -21,7 +21,8 @@ from returns.result import Failure, Result, Success
 
 from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
-from kruntimes.effects.events import EventRecorder, EventSettings, EventType
+from kruntimes.effects.events import RunEvents
+from kruntimes.kubeclient.events import EventSettings, EventType
 from kruntimes.kubeclient.kube import MERGE_PATCH, ApiError, JSONObject
 from kruntimes.effects.metrics import SchedulerMetrics
 from kruntimes.effects.scheduling import CycleResult, SchedulingCycle
@@ -162,7 +163,7 @@ class Recorded:
     """False when the recorder's deduplication swallowed it."""
 
 
-class RecordingEvents(EventRecorder):
+class RecordingEvents(RunEvents):
     """The real recorder (its deduplication included) that also remembers every call the cycle made."""
 
     def __init__(self) -> None:
@@ -173,8 +174,8 @@ class RecordingEvents(EventRecorder):
         super().scheduled(run, pod)
         self.recorded.append(Recorded(run.name, "Normal", "Scheduled", messages.assigned_message(pod), True))
 
-    def deduplicated(self, run: Run, type_: EventType, reason: str, message: str) -> bool:
-        queued = super().deduplicated(run, type_, reason, message)
+    def about_run(self, run: Run, type_: EventType, reason: str, message: str) -> bool:
+        queued = super().about_run(run, type_, reason, message)
         self.recorded.append(Recorded(run.name, type_, reason, message, queued))
         return queued
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 
 
 from kruntimes.devcluster.faults import FaultRule
-from kruntimes.effects.events import EVENTS
+from kruntimes.kubeclient.events import EVENTS
 from kruntimes.kubeclient.kube import LEASES, RUNS, Kube
 from kruntimes.kubeclient.leader import DEFAULT_LEASE_NAME, micro_time
 from kruntimes.effects.runner import LeaderElectionOptions, Scheduler

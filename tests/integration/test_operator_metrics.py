@@ -18,7 +18,7 @@ from .servers import election_namespace
 
 
 def _event_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "kruntimes.effects.events" and r.levelno >= logging.WARNING]
+    return [r for r in caplog.records if r.name == "kruntimes.kubeclient.events" and r.levelno >= logging.WARNING]
 
 
 def test_a_refused_events_api_still_binds_and_is_counted_and_warned_about_once(
@@ -27,7 +27,7 @@ def test_a_refused_events_api_still_binds_and_is_counted_and_warned_about_once(
     server.add_runtime("python", replicas=1, capacity={"runs": "2"})
     wait_until(lambda: ready_pods(server_kube) == 1, timeout=30, what="pod")
     server.faults.error(403, "events", verbs=("create", "patch"), count=None)
-    caplog.set_level(logging.WARNING, logger="kruntimes.effects.events")
+    caplog.set_level(logging.WARNING, logger="kruntimes.kubeclient.events")
     sched = server_scheduler()
     make_run(server_kube, "ev-1")
     make_run(server_kube, "ev-2")

@@ -103,7 +103,7 @@ def package_version() -> str:
 
 
 class EventCounts(Protocol):
-    """What the Event writes metric reads of ``events.EventRecorder`` at scrape time."""
+    """What the Event writes metric reads of ``kubeclient.events.EventRecorder`` at scrape time."""
 
     @property
     def written(self) -> int: ...

@@ -41,7 +41,7 @@ from returns.result import Result
 from kruntimes.kubeclient.clock import utcnow
 from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
-from kruntimes.effects.events import EventRecorder
+from kruntimes.effects.events import RunEvents
 from kruntimes.kubeclient.kube import ApiError
 from kruntimes.kubeclient.throttle import Throttle
 from kruntimes.effects.metrics import SchedulerMetrics
@@ -152,7 +152,7 @@ class SchedulingCycle:
         *,
         config: SchedulerConfig,
         registry: Registry = DEFAULT_REGISTRY,
-        events: EventRecorder | None = None,
+        events: RunEvents | None = None,
         cycle_log: CycleLogWriter | None = None,
         may_write: Callable[[str], bool] = lambda namespace: True,
         now: Callable[[], datetime] = utcnow,
@@ -270,7 +270,7 @@ class SchedulingCycle:
         if note.reason == steps.REASON_SCHEDULED and write is not None:
             events.scheduled(run, write.patch.assigned_pod)
         else:
-            events.deduplicated(run, note.type, note.reason, note.message)
+            events.about_run(run, note.type, note.reason, note.message)
 
 
 def _pair(step: Step) -> tuple[Ledger, Step]:

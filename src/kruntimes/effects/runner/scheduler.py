@@ -20,7 +20,8 @@ from kruntimes.kubeclient.clock import utcnow
 from kruntimes.kubeclient.atom import Atom
 from kruntimes.effects.binder import Binder
 from kruntimes.effects.cyclelog_writer import CycleLogWriter
-from kruntimes.effects.events import EventRecorder, EventSettings
+from kruntimes.effects.events import RunEvents
+from kruntimes.kubeclient.events import EventSettings
 from kruntimes.effects.informer import Informer, NamespaceScope, watched_pods, watched_runs, watched_workspaces
 from kruntimes.kubeclient.kube import Kube
 from kruntimes.kubeclient.leader import LeaderElector
@@ -99,7 +100,7 @@ class Scheduler:
         self._supervisor = Supervisor()
         self.state: Atom[ClusterState] = Atom(EMPTY_STATE)
         self.ledger: Atom[Ledger] = Atom(EMPTY_LEDGER)
-        self._events = EventRecorder(
+        self._events = RunEvents(
             kube,
             EventSettings(
                 instance=options.identity,
@@ -246,7 +247,7 @@ class Scheduler:
         return self._informers
 
     @property
-    def events(self) -> EventRecorder:
+    def events(self) -> RunEvents:
         return self._events
 
     @property
@@ -612,7 +613,7 @@ class Scheduler:
             # rather than at the namespace's next cycle; a deleted Run frees its reservation.
             # Both are no-ops without a reservation for this Run: skip the swap (most events).
             if event.type == "DELETED" and accepted:  # a namespace let go drops its Events' dedup state at once
-                self._events.drop_run(obj.namespace, obj.uid)
+                self._events.drop_object(obj.namespace, obj.uid)
             held = self.ledger.get().get(obj.namespace, obj.uid)
             if held is not None:
                 if event.type == "DELETED":
