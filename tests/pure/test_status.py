@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from datetime import timedelta
@@ -237,3 +238,58 @@ def test_applied_is_what_the_informer_decodes_after_the_patch(make: Callable[[Ru
     written = merge(body, json.loads(patch_body(patch, "99")))
     assert applied(run, patch, "99") == decode_run(written).unwrap()
     assert applied(run, patch, "99").status.attempt == 3
+
+
+# --- what each write carries ------------------------------------------------------------------------
+
+
+def test_a_duplicate_condition_of_the_written_type_is_dropped() -> None:
+    duplicate: dict[str, object] = {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "m", "lastTransitionTime": at(-5)}
+    run = decoded_run("r", conditions=[duplicate, {**duplicate, "message": "older"}])
+    patch = bind_status(run, "p1", "uid-p1", NOW)
+    assert [(c.type, c.status) for c in patch.conditions] == [("Scheduled", "True")]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda run: bind_status(run, "p1", "uid-p1", NOW), lambda run: wait_status(run, WAITING, NOW)],
+    ids=["bind", "wait"],
+)
+def test_a_bind_or_wait_keeps_the_completion_time_it_found(make: Callable[[Run], StatusPatch | None]) -> None:
+    run = decoded_run("r", phase="Failed")
+    run = dataclasses.replace(run, status=dataclasses.replace(run.status, completion_time=LATER))
+    patch = make(run)
+    assert patch is not None and patch.completion_time == LATER
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        (Bind("p1", "uid-p1", ("p1",), (), ()), lambda run: bind_status(run, "p1", "uid-p1", LATER)),
+        (Wait(WAITING, ()), lambda run: wait_status(run, WAITING, LATER)),
+        (
+            Fail("InvalidAffinity", "invalid run affinity: x"),
+            lambda run: terminal_status(run, "Failed", "InvalidAffinity", "invalid run affinity: x", LATER),
+        ),
+    ],
+    ids=["bind", "wait", "fail"],
+)
+def test_status_for_writes_the_plans_reason_at_the_given_time(
+    plan: Plan, expected: Callable[[Run], StatusPatch | None]
+) -> None:
+    run = decoded_run("r")
+    assert status_for(plan, run, LATER) == expected(run)
+
+
+def test_patch_body_keeps_a_conditions_last_probe_time() -> None:
+    probed: dict[str, object] = {
+        "type": "Running",
+        "status": "True",
+        "reason": "Started",
+        "message": "m",
+        "lastTransitionTime": at(-5),
+        "lastProbeTime": at(-1),
+    }
+    run = decoded_run("r", conditions=[probed])
+    written = json.loads(patch_body(bind_status(run, "p1", "uid-p1", NOW), "41"))
+    assert written["status"]["conditions"][0] == probed

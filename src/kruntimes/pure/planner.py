@@ -38,6 +38,7 @@ DEFAULT_RETRY_BASE: Final = timedelta(seconds=1)
 MAX_RETRY_BACKOFF: Final = timedelta(seconds=60)
 _MAX_SHIFT: Final = 40
 """2**40 µs is far beyond the 60 s cap, so larger exponents need no arithmetic."""
+_MAX_RETRY_MICROS: Final = MAX_RETRY_BACKOFF // timedelta(microseconds=1)
 
 
 def retry_backoff(run: Run) -> timedelta:
@@ -46,10 +47,8 @@ def retry_backoff(run: Run) -> timedelta:
     if base is None or base <= timedelta(0):
         base = DEFAULT_RETRY_BASE
     shift = min(max(run.status.attempt - 2, 0), _MAX_SHIFT)
-    micros = (base // timedelta(microseconds=1)) << shift
-    if micros >= MAX_RETRY_BACKOFF // timedelta(microseconds=1):
-        return MAX_RETRY_BACKOFF
-    return timedelta(microseconds=micros)
+    # Capped in integer microseconds: a long base shifted left overflows timedelta.
+    return timedelta(microseconds=min((base // timedelta(microseconds=1)) << shift, _MAX_RETRY_MICROS))
 
 
 def retry_due(run: Run) -> datetime | None:
@@ -85,7 +84,7 @@ def precheck(snapshot: Snapshot) -> Plan | None:
     if run.runtime == "" and run.spec_error is None:
         return Skip("no runtime")
     if run.cancel_requested:
-        return Cancel(messages.REASON_CANCELLED, messages.CANCELLED_MESSAGE)
+        return Cancel()
     if run.spec_error is not None:
         return Fail(messages.REASON_INVALID_SPEC, run.spec_error)
     if run.requests_error is not None:

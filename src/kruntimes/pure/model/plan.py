@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple, TypeAlias, TypeVar, cast, final
 
+from kruntimes.pure.model import messages
 from kruntimes.pure.persistent.lazy import LazyTuple
 
 Rejections: TypeAlias = tuple[tuple[str, str, int], ...]
@@ -157,8 +158,8 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Cancel:
-    reason: str = "Cancelled"
-    message: str = "cancelled by user"
+    reason: str = messages.REASON_CANCELLED
+    message: str = messages.CANCELLED_MESSAGE
 
 
 @dataclass(frozen=True, slots=True)
