@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -26,6 +26,7 @@ from kruntimes.pure.readers.config import DEFAULT_LEASE_NAME
 from kruntimes.runtimesim.client import ClientSettings, SimulatorClient
 from tests.controlplane.faultproxy import FaultProxy
 from tests.controlplane.server import ControlPlane
+from tests.polling import wait_until
 from tests.realserver.support import Events
 
 NAMESPACE: Final = "default"
@@ -176,11 +177,29 @@ def accepted_writes(server: DevCluster | RealCluster) -> list[RequestInfo]:
             for w in server.history()]
 
 
-def status_writers(server: DevCluster | RealCluster, prefix: str = "kruntimes-scheduler/") -> dict[str, set[str]]:
+def settled_writes(server: DevCluster | RealCluster, written: Iterable[tuple[str, str]]) -> list[RequestInfo]:
+    """:func:`accepted_writes` once they hold a status write of each Run in ``written`` (namespace,
+    name). On the real server the fault proxy records a write when the server's answer reaches it:
+    a test that has just read a Run's new status straight from the server can be ahead of that record."""
+    expected = set(written)
+    assert expected, "name the Runs whose status writes the record must hold"
+
+    def settled() -> list[RequestInfo] | None:
+        writes = accepted_writes(server)
+        seen = {(w.namespace, w.name) for w in writes if w.resource == "runs" and w.subresource == "status"}
+        return writes if expected <= seen else None
+
+    return wait_until(settled, timeout=10.0, what=f"the record of the status writes of {sorted(expected)}")
+
+
+def status_writers(
+    server: DevCluster | RealCluster, written: Iterable[tuple[str, str]], prefix: str = "kruntimes-scheduler/"
+) -> dict[str, set[str]]:
     """By namespace, the User-Agents starting with ``prefix`` whose writes of a Run's status the
-    server accepted (``kruntimes-scheduler/<identity>``: which replica wrote where)."""
+    server accepted (``kruntimes-scheduler/<identity>``: which replica wrote where), once the record
+    holds the status writes of the Runs in ``written`` (:func:`settled_writes`)."""
     writers: dict[str, set[str]] = {}
-    for write in accepted_writes(server):
+    for write in settled_writes(server, written):
         if write.resource == "runs" and write.subresource == "status" and write.user_agent.startswith(prefix):
             writers.setdefault(write.namespace, set()).add(write.user_agent)
     return writers

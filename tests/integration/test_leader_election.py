@@ -28,7 +28,7 @@ from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
 from .helpers import assigned, at, max_usage_by_pod, ready_pods, wait_until, waiting
-from .servers import accepted_writes, election_namespace, scheduler_kubeconfig, status_writers
+from .servers import NAMESPACE, election_namespace, scheduler_kubeconfig, settled_writes, status_writers
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 0.5
 """The processes' Lease timings: a renew deadline a loaded machine keeps, a lease short enough to wait out."""
@@ -129,7 +129,7 @@ def test_only_the_leader_writes_a_standby_takes_over_and_sigterm_releases(
         make_run(server_kube, f"before-{i}")
     for i in range(3):
         wait_until(lambda: assigned(server_kube, f"before-{i}"), timeout=30, what=f"before-{i}")
-    assert set().union(*status_writers(server).values()) == {leader.user_agent}
+    assert set().union(*status_writers(server, [(NAMESPACE, f"before-{i}") for i in range(3)]).values()) == {leader.user_agent}
 
     # SIGKILL the leader: no release; the standby must wait out the lease, then take over.
     leases, version = server_kube.list(LEASES.path(namespace)).unwrap()
@@ -158,7 +158,8 @@ def test_only_the_leader_writes_a_standby_takes_over_and_sigterm_releases(
         what="the backlog fills the remaining capacity",
     )
     assert bound == 3
-    writers = {w.user_agent for w in accepted_writes(server)
+    backlog = [(NAMESPACE, f"backlog-{i}") for i in range(6) if assigned(server_kube, f"backlog-{i}")]
+    writers = {w.user_agent for w in settled_writes(server, backlog)
                if w.resource == "runs" and w.subresource == "status" and w.name.startswith("backlog-")}
     assert writers == {standby.user_agent}
     assert all(peak <= 2 for peak in max_usage_by_pod(server).values())

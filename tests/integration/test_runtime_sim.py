@@ -114,7 +114,11 @@ def test_runs_the_scheduler_binds_run_and_succeed_without_overcommitting_a_pod(
             phases.append(now)
     assert phases == ["", "Scheduled", "Running", "Succeeded"]
     # the scheduler bound it, the simulator ran it and ended it
-    status_writes = [w.user_agent for w in accepted_writes(bare_server) if w.name == "r0" and w.resource == "runs" and w.subresource == "status"]
+    def r0_status_writes() -> list[str] | None:  # the proxy records the last write once its answer arrives
+        writes = [w.user_agent for w in accepted_writes(bare_server) if w.name == "r0" and w.resource == "runs" and w.subresource == "status"]
+        return writes if len(writes) >= 3 else None
+
+    status_writes = wait_until(r0_status_writes, timeout=10, what="the record of r0's three status writes")
     assert status_writes == ["kruntimes-scheduler/test-0", USER_AGENT, USER_AGENT]
 
 

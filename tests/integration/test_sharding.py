@@ -129,7 +129,7 @@ def test_two_replicas_split_the_namespaces_and_each_binds_only_in_its_own(
         lambda: all(assigned(bare_kube, f"run-{i}", ns) for ns in NAMESPACES for i in range(3)), timeout=30
     ), "Runs were not bound in every namespace"
     owners = _owners(bare_server, bare_kube)
-    writers = status_writers(bare_server)
+    writers = status_writers(bare_server, [(ns, f"run-{i}") for ns in NAMESPACES for i in range(3)])
     for namespace in NAMESPACES:
         assert writers.get(namespace) == {f"kruntimes-scheduler/{owners[namespace]}"}, namespace
 
@@ -185,5 +185,5 @@ def test_a_replica_that_stops_hands_its_namespaces_over_and_the_other_binds_ther
     for namespace in moved:
         make_run(bare_kube, "late", namespace=namespace)
     assert wait_until(lambda: all(assigned(bare_kube, "late", ns) for ns in moved), timeout=30)
-    writers = status_writers(bare_server)
+    writers = status_writers(bare_server, [(ns, "late") for ns in moved])
     assert all(writers.get(ns) == {"kruntimes-scheduler/alpha"} for ns in moved)

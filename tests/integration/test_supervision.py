@@ -28,7 +28,7 @@ from tests.builders import make_run
 
 from .conftest import SchedulerFactory, Server
 from .helpers import NS, assigned, at, http_get, phase_of, ready_pods, wait_until
-from .servers import election_namespace, status_writers
+from .servers import NAMESPACE, election_namespace, status_writers
 
 MARKER = "marker-from-the-hostile-object"
 """A label value of the hostile Runs, quoted by the injected exception: it must reach no log."""
@@ -146,7 +146,7 @@ def test_a_thread_that_cannot_continue_fails_both_probes_writes_nothing_and_hand
     wait_until(lambda: _holder(server_kube, election.namespace) == "beta", timeout=15, what="the standby took the released Lease")
     make_run(server_kube, "after")
     wait_until(lambda: assigned(server_kube, "trigger") and assigned(server_kube, "after"), timeout=30, what="the standby binds both")
-    assert set().union(*status_writers(server).values()) == {"kruntimes-scheduler/beta"}
+    assert set().union(*status_writers(server, [(NAMESPACE, "trigger"), (NAMESPACE, "after")]).values()) == {"kruntimes-scheduler/beta"}
     assert standby.failure is None
 
 
