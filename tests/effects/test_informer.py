@@ -354,7 +354,7 @@ def test_a_failure_outside_one_objects_handling_is_the_threads_and_the_superviso
     def broken_watch() -> None:
         raise RuntimeError("a bug in the watch loop")
 
-    monkeypatch.setattr(h.informer, "_watch", broken_watch)
+    monkeypatch.setattr(h.informer._reflector, "_watch", broken_watch)  # the loop itself
     thread = h.informer.start()
     thread.join(10)
     assert not thread.is_alive() and h.informer.has_synced()

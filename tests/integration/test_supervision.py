@@ -125,14 +125,14 @@ def test_a_thread_that_cannot_continue_fails_both_probes_writes_nothing_and_hand
     assert leader.wait_leading(10)
     standby = server_scheduler(identity="beta", leader_election=election)
     runs_informer = next(informer for informer in leader.informers if informer.kind == "runs")
-    handle = runs_informer._handle
+    handle = runs_informer.handle
 
     def broken(event: WatchEvent) -> None:
         if _name(event.object) == "trigger":
             raise RuntimeError("a bug in the watch loop itself")
         handle(event)
 
-    monkeypatch.setattr(runs_informer, "_handle", broken)
+    monkeypatch.setattr(runs_informer, "handle", broken)
     url = leader.health_url
     assert url is not None
     make_run(server_kube, "trigger")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
-from kruntimes.effects.informer import MIN_WATCH_SECONDS, RECONNECT_BACKOFF, Interruptible
+from kruntimes.kubeclient.reflector import MIN_WATCH_SECONDS, RECONNECT_BACKOFF, Interruptible
 from kruntimes.kubeclient.kube import ApiError, Kube, KubeError, ResourceType, WatchEvent, resource_version_of as resource_version
 from kruntimes.kubeclient.threads import named_thread
 from kruntimes.kubeclient.workqueue import ExponentialDelay

@@ -33,7 +33,7 @@ exits non-zero, so the kubelet restarts it.
 
 A server that lost its state (an informer sees a resourceVersion go back or a
 "too large resource version" answer; the elector finds its Lease gone, replaced
-or older: ``informer.py``, ``leader.py``) starts everything over from a fresh
+or older: ``kubeclient/reflector.py``, ``kubeclient/leader.py``) starts everything over from a fresh
 read, as a new leader does: writes close at once, the term ends (its workers
 stop), every informer relists trusting nothing it knew, and a new term opens on
 those lists with an empty ledger. A standby only relists. In sharded mode the
