@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kruntimes.pure.model.objects import PodSlot, frozen_resources
 from kruntimes.pure.framework.interface import normalize_to_max
 from kruntimes.pure.plugins.least_loaded import LeastLoaded, group_starts, least_loaded_keys, load_key, rank_scores
-from kruntimes.pure.plugins.preferred import PreferredRunAffinity, preferred_raw_scores
+from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from kruntimes.pure.plugins.least_loaded import scaled_keys
 from kruntimes.pure.model.quantity import Amount
 from tests.builders import affinity_json, decoded_run, term
@@ -34,7 +34,9 @@ def test_normalize_to_max(raw: tuple[int, ...], expected: tuple[int, ...]) -> No
     assert normalize_to_max(raw) == expected
 
 
-def test_preferred_raw_scores_sum_affinity_and_missing_anti_affinity_weights() -> None:
+def test_preferred_scores_sum_affinity_and_missing_anti_affinity_weights() -> None:
+    # SPEC §5: raw = weights of preferred terms with a matching target on the pod + weights of
+    # preferred anti-affinity terms with no matching target on it; normalized raw × 100 // max.
     run = decoded_run(
         "r",
         affinity=affinity_json(
@@ -42,8 +44,17 @@ def test_preferred_raw_scores_sum_affinity_and_missing_anti_affinity_weights() -
             anti_preferred=[(11, term({"noisy": "yes"}))],
         ),
     )
-    targets = (target("p1", {"app": "db", "tier": "gold"}), target("p2", {"app": "db", "noisy": "yes"}))
-    assert preferred_raw_scores(run.affinity, targets, ("p1", "p2", "p3")) == (5 + 7 + 11, 5, 11)
+    targets = (
+        target("p1", {"app": "db", "tier": "gold"}),
+        target("p2", {"app": "db", "noisy": "yes"}),
+        target("p4", {"noisy": "yes"}),
+    )
+    pods = (slot("p1"), slot("p2"), slot("p3"), slot("p4"))
+    plugin = PreferredRunAffinity()
+    scorer = plugin.prepare(run, snapshot(run, pods, targets)).unwrap()
+    raw = scorer(pods)
+    assert raw == (5 + 7 + 11, 5, 11, 0)
+    assert plugin.normalize(raw) == (100, 5 * 100 // 23, 11 * 100 // 23, 0)
 
 
 def test_preferred_scorer_without_terms_scores_zero() -> None:

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from kruntimes.pure.model.quantity import (
     MAX_DIGITS,
     Amount,
+    Refusal,
     format_quantity,
     parse_nonnegative_integer,
     parse_quantity,
+    read_quantity,
 )
 
 
@@ -130,3 +132,36 @@ def test_sums_of_parsed_quantities_equal_the_parse_of_the_exact_decimal_sum(text
     parsed = [parse_quantity(text) for text in texts]
     assert all(value is not None for value in parsed)
     assert sum(v for v in parsed if v is not None) == parse_quantity(format(total, "f"))
+
+
+def test_a_quantity_of_128_characters_is_read_and_one_of_129_is_refused_as_too_long() -> None:
+    # SPEC §1 "Limits": a quantity is read when it has at most 128 characters.
+    longest = "1e" + "0" * 125 + "5"  # 128 characters, one digit, exponent 5
+    assert len(longest) == 128
+    assert parse_quantity(longest) == 100_000
+    assert read_quantity("1e" + "0" * 126 + "5") is Refusal.TOO_LONG
+    assert parse_quantity("1e" + "0" * 126 + "5") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0, "0"),
+        (1500, "1500"),
+        (-3, "-3"),
+        (Fraction(1, 2), "0.5"),
+        (Fraction(-1, 2), "-0.5"),
+        (Fraction(5, 2), "2.5"),
+        (Fraction(-21, 4), "-5.25"),
+        (Fraction(1, 1000), "0.001"),
+        (Fraction(3, 1024), "0.0029296875"),
+        (Fraction(4, 2), "2"),
+    ],
+)
+def test_values_are_formatted_as_the_shortest_plain_decimal(value: Amount, text: str) -> None:
+    assert format_quantity(value) == text
+
+
+def test_a_fraction_with_no_finite_decimal_form_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="^1/3 has no finite decimal form$"):
+        format_quantity(Fraction(1, 3))

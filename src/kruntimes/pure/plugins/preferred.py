@@ -8,36 +8,14 @@ is a purely computational module with no side effects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, final
 
 from returns.result import Result, Success
 
 from kruntimes.pure.framework.interface import PodScorer, ScorePlugin, normalize_to_max
-from kruntimes.pure.model.objects import PodSlot, RunAffinity, Run, Snapshot, Target
+from kruntimes.pure.model.objects import PodSlot, RunAffinity, Run, Snapshot, selector_hosts
 from kruntimes.pure.model.plan import CycleError
-from kruntimes.pure.model.objects import hosting_pods, selector_hosts
-
-
-
-def _raw_table(affinity: RunAffinity, targets: tuple[Target, ...]) -> tuple[int, dict[str, int]]:
-    """(the raw score of a pod hosting no matching target, the raw score of every other pod)."""
-    base = sum(w.weight for w in affinity.anti_preferred)
-    table: dict[str, int] = {}
-    for weighted in affinity.preferred:
-        for pod in hosting_pods(weighted.term, targets):
-            table[pod] = table.get(pod, base) + weighted.weight
-    for weighted in affinity.anti_preferred:
-        for pod in hosting_pods(weighted.term, targets):
-            table[pod] = table.get(pod, base) - weighted.weight
-    return base, table
-
-
-def preferred_raw_scores(affinity: RunAffinity, targets: Iterable[Target], pods: Iterable[str]) -> tuple[int, ...]:
-    """The raw score of each named pod (the predicate, without the framework)."""
-    base, table = _raw_table(affinity, tuple(targets))
-    return tuple(table.get(pod, base) for pod in pods)
 
 
 def _weighted_hosts(affinity: RunAffinity, snapshot: Snapshot) -> list[tuple[int, frozenset[str]]]:
