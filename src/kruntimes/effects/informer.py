@@ -49,15 +49,7 @@ from kruntimes.kubeclient.kube import (
     ResourceType,
     WatchEvent,
 )
-from kruntimes.kubeclient.reflector import (
-    MIN_WATCH_SECONDS as MIN_WATCH_SECONDS,
-    RECONNECT_BACKOFF as RECONNECT_BACKOFF,
-    Interruptible as Interruptible,
-    KubeReader as KubeReader,
-    OnLost as OnLost,
-    Reflector,
-    Sleeper as Sleeper,
-)
+from kruntimes.kubeclient.reflector import RECONNECT_BACKOFF, KubeReader, OnLost, Reflector, Sleeper
 from kruntimes.kubeclient.workqueue import ExponentialDelay, Clock
 from kruntimes.kubeclient.threads import SupervisedThread, Supervisor
 from kruntimes.pure.state.cluster import ClusterState, Event, EventType, apply
