@@ -28,6 +28,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -61,6 +62,10 @@ def build_binaries() -> Binaries:
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     paths = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     return Binaries(kube_apiserver=Path(paths["kube-apiserver"]), etcd=Path(paths["etcd"]))
+
+
+PORT_TRIES: Final = 3
+"""Starts of one server on newly picked ports when the last ones were taken."""
 
 
 def free_port() -> int:
@@ -262,12 +267,37 @@ class ControlPlane:
             self.admin_kubeconfig, kubeconfig_text(self.server, self.ca_pem, self.admin_token, user=ADMIN_USER)
         )
         try:
-            self.start_etcd()
-            self.start_apiserver()
+            self._start_on_free_ports(self.start_etcd, self._other_etcd_ports)
+            self._start_on_free_ports(self.start_apiserver, self._other_apiserver_port)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_on_free_ports(self, start: Callable[[], None], other_ports: Callable[[], None]) -> None:
+        """Start a server on the ports picked for it, or on others when one was taken meanwhile:
+        :func:`free_port` only finds a port free, and any process (a client's outgoing connection
+        among them) may take it before the server binds it."""
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                start()
+                return
+            except ControlPlaneError as failed:
+                if attempt == PORT_TRIES or "address already in use" not in str(failed):
+                    raise
+                other_ports()
+
+    def _other_etcd_ports(self) -> None:
+        self.stop_etcd()
+        shutil.rmtree(self.etcd_data, ignore_errors=True)  # a first start: nothing in it yet
+        self.etcd_port, self.etcd_peer_port = free_port(), free_port()
+
+    def _other_apiserver_port(self) -> None:
+        self.stop_apiserver()
+        self.apiserver_port = free_port()
+        _write_private(
+            self.admin_kubeconfig, kubeconfig_text(self.server, self.ca_pem, self.admin_token, user=ADMIN_USER)
+        )
 
     def start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.etcd_port}"
