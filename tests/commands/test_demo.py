@@ -68,7 +68,8 @@ def test_a_scheduler_that_does_not_start_is_reported_with_its_log(capsys: pytest
     assert "no such flag" in err
 
 
-# A scheduler that reports ready and never schedules anything.
+# A scheduler that reports ready and never schedules anything: it binds the port it is given (the demo
+# gives 0) and writes the start-up line the demo reads its addresses from.
 _IDLE_SCHEDULER = """
 import http.server, sys
 address = sys.argv[sys.argv.index("--health-probe-bind-address") + 1]
@@ -78,7 +79,10 @@ class Ready(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
     def log_message(self, *args):
         pass
-http.server.HTTPServer((host, int(port)), Ready).serve_forever()
+server = http.server.HTTPServer((host, int(port)), Ready)
+url = f"http://{host}:{server.server_address[1]}"
+print(f"2026-01-01T00:00:00.000Z INFO  idle: scheduler started metrics={url} health={url}", flush=True)
+server.serve_forever()
 """
 
 

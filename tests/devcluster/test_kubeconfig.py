@@ -15,6 +15,7 @@ import yaml
 
 from kruntimes.devcluster import DevCluster
 from kruntimes.devcluster.kubeconfig import KubeconfigError
+from tests.polling import wait_until
 
 from .helpers import LineReader
 
@@ -54,12 +55,20 @@ def _stop(proc: subprocess.Popen[str], *, terminate: bool = True) -> tuple[int, 
 
 
 def test_the_default_kubeconfig_is_private_unpredictable_and_removed_on_exit(tmp_path: Path) -> None:
-    port = _free_port()
     victim = tmp_path / "victim.txt"
     victim.write_text(SECRET)
-    planted = tmp_path / f"kruntimes-dev-cluster-{port}.kubeconfig"  # the name another local user could predict
-    planted.symlink_to(victim)
-    proc, out = _start(tmp_path, "--port", str(port))
+    for _ in range(3):  # a port found free can be taken before the dev cluster binds it: pick another
+        port = _free_port()
+        planted = tmp_path / f"kruntimes-dev-cluster-{port}.kubeconfig"  # the name another local user could predict
+        planted.symlink_to(victim)
+        proc, out = _start(tmp_path, "--port", str(port))
+        wait_until(lambda: proc.poll() is not None or any(line.startswith("kubeconfig: ") for line in out.snapshot()),
+                   timeout=10, what="the kubeconfig line or an exit")
+        if proc.poll() is None:
+            break
+        code, err = _stop(proc, terminate=False)
+        assert "Address already in use" in err, (code, err)
+        planted.unlink()
     try:
         line = out.wait_for(lambda line: line.startswith("kubeconfig: "), what="the kubeconfig line")
         path = Path(line.removeprefix("kubeconfig: ").split(" (")[0])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kruntimes.kubeclient.kube import KubeError, WatchEvent, WatchStream
-from tests.controlplane.server import ControlPlane, free_port
+from tests.controlplane.server import ControlPlane
 from tests.kubectl import Kubectl
 from tests.polling import wait_until
 
@@ -87,9 +87,9 @@ def dumps(value: object) -> str:
 KRUNTIMES: Final = Path(sys.executable).with_name("kruntimes")
 
 
-def ready(port: int) -> bool:
+def ready(health: str) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+        with urllib.request.urlopen(f"{health.rstrip('/')}/readyz", timeout=2) as answer:
             return bool(answer.status == 200)
     except OSError:
         return False
@@ -97,25 +97,48 @@ def ready(port: int) -> bool:
 
 @dataclass
 class SchedulerProcess:
-    """``kruntimes scheduler`` as a process of its own, its log in a file (JSON lines)."""
+    """``kruntimes scheduler`` as a process of its own, its log in a file (JSON lines).
+
+    Its health probe (and its metrics, when a test asks for ``127.0.0.1:0``) listen on ports the
+    scheduler picks itself: a port found free and handed over could be taken before the scheduler
+    binds it. The addresses it bound are read from its "scheduler started" log line.
+    """
 
     popen: subprocess.Popen[bytes]
     log: Path
-    health_port: int
+    started: dict[str, Any] | None = None
 
     @classmethod
     def start(cls, kubeconfig: Path, log: Path, *args: str) -> SchedulerProcess:
-        health = free_port()
         with log.open("wb") as out:
             popen = subprocess.Popen(
                 [str(KRUNTIMES), "scheduler", "--kubeconfig", str(kubeconfig), "--health-probe-bind-address",
-                 f"127.0.0.1:{health}", "--log-format", "json", *args],
+                 "127.0.0.1:0", "--log-format", "json", *args],
                 stdout=out, stderr=subprocess.STDOUT,
             )
-        return cls(popen, log, health)
+        return cls(popen, log)
+
+    def _started(self) -> dict[str, Any] | None:
+        if self.started is None:
+            for line in self.log.read_text(errors="replace").splitlines():
+                if '"scheduler started"' in line:
+                    self.started = json.loads(line)
+                    break
+        return self.started
+
+    def url(self, server: str) -> str:
+        """The URL the scheduler's ``metrics`` or ``health`` server listens on, from its start-up line."""
+        wait_until(lambda: self._started() is not None or self.popen.poll() is not None, timeout=60, interval=0.1,
+                   what="the scheduler's start-up line")
+        started = self._started()
+        assert started is not None, f"the scheduler exited before it started: {self.tail()}"
+        url = started[server]
+        assert isinstance(url, str) and url.startswith(("http://", "https://")), f"{server}: {url!r}"
+        return url
 
     def wait_ready(self) -> None:
-        wait_until(lambda: ready(self.health_port) or self.popen.poll() is not None, timeout=60, interval=0.1, what="/readyz")
+        health = self.url("health")
+        wait_until(lambda: ready(health) or self.popen.poll() is not None, timeout=60, interval=0.1, what="/readyz")
         assert self.popen.poll() is None, f"the scheduler exited: {self.tail()}"
 
     def tail(self, size: int = 3000) -> str:

@@ -11,7 +11,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from tests.controlplane.server import ControlPlane, free_port
+from tests.controlplane.server import ControlPlane
 from tests.deploy.manifests import overlay
 from tests.polling import wait_until
 
@@ -82,18 +82,19 @@ def test_secure_metrics_ask_the_real_api_server_who_may_scrape(
         kubectl(plane, "create", "serviceaccount", "-n", namespace, account)
     kubectl(plane, "create", "clusterrolebinding", f"scraper-{namespace}", "--clusterrole=kruntimes:metrics-reader",
             f"--serviceaccount={namespace}:scraper")
-    port = free_port()
     process = SchedulerProcess.start(_kubeconfig(plane, tmp_path), tmp_path / "secure.log", "--leader-elect=false",
-                                     "--namespace", namespace, "--metrics-secure", f"--metrics-bind-address=127.0.0.1:{port}")
+                                     "--namespace", namespace, "--metrics-secure", "--metrics-bind-address=127.0.0.1:0")
     processes.append(process)
     process.wait_ready()
+    metrics = process.url("metrics")
+    assert metrics.startswith("https://127.0.0.1:")
     insecure = ssl.create_default_context()
     insecure.check_hostname = False
     insecure.verify_mode = ssl.CERT_NONE  # the scheduler's own self-signed serving certificate
 
     def scrape(token: str | None) -> int:
         headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-        request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers=headers)
+        request = urllib.request.Request(f"{metrics}/metrics", headers=headers)
         try:
             with urllib.request.urlopen(request, context=insecure, timeout=10) as answer:
                 return int(answer.status)

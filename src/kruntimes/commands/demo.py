@@ -28,9 +28,9 @@ command whose parts are used nowhere else.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -389,10 +389,21 @@ class _Failed(Exception):
         self.code = code
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+_STARTED: Final = re.compile(r" scheduler started .*\bmetrics=(?P<metrics>http\S+) health=(?P<health>http\S+)")
+
+
+def _started_urls(log: Path) -> tuple[str, str] | None:
+    """The metrics and health URLs from the scheduler's "scheduler started" line, once it is written.
+
+    The scheduler picks its own ports (``127.0.0.1:0``): a port found free here could be taken by
+    another process before the scheduler binds it.
+    """
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    found = _STARTED.search(text)
+    return None if found is None else (found["metrics"], found["health"])
 
 
 def _http_get(url: str, timeout: float = 1.0) -> tuple[int, str]:
@@ -572,7 +583,6 @@ class _Demo:
 
     def start_scheduler(self) -> None:
         assert self.kubeconfig is not None
-        metrics_port, health_port = _free_port(), _free_port()
         command = [
             *self.options.scheduler_command,
             "--kubeconfig",
@@ -582,9 +592,9 @@ class _Demo:
             "--workers",
             str(self.options.workers),
             "--metrics-bind-address",
-            f"127.0.0.1:{metrics_port}",
+            "127.0.0.1:0",
             "--health-probe-bind-address",
-            f"127.0.0.1:{health_port}",
+            "127.0.0.1:0",
             "--cycle-log",
             str(self.cycle_log),
             "--log-format",
@@ -594,10 +604,12 @@ class _Demo:
         ]
         with open(self.scheduler_log, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        ready_url = f"http://127.0.0.1:{health_port}/readyz"
         deadline = time.monotonic() + STARTUP_SECONDS
-        while _http_get(ready_url, 0.5)[0] != 200:
+        ready_url = ""
+        while not ready_url or _http_get(ready_url, 0.5)[0] != 200:
+            if not ready_url and (started := _started_urls(self.scheduler_log)) is not None:
+                self.metrics_url, ready_url = f"{started[0]}/metrics", f"{started[1]}/readyz"
+                continue
             if self.process.poll() is not None:
                 raise _Failed(
                     f"the scheduler exited with status {self.process.returncode} before it was ready; "
