@@ -4,6 +4,13 @@ file can hold (an integer literal of any length, nesting of any depth).
 A leaf module, importing nothing of kruntimes, because two layers need the same contract:
 the pure readers (``pure.readers.json`` re-exports it) and the Kubernetes client
 (``kubeclient.kube``), which imports nothing of the scheduler. A purely computational module.
+
+Every watch event, list and answer the scheduler reads passes through :func:`loads`, so its
+common case is parsed by ``orjson`` (about a third of ``json.loads``'s CPU on a Run). ``orjson``
+answers differently from ``json.loads`` on a few documents: an integer past 64 bits becomes a
+float, and ``NaN``, ``1e400``, a lone surrogate escape or a byte-order mark are refused. A
+document with a run of 19 or more digits, or one ``orjson`` refuses, is read by ``json.loads``
+as before, so every document decodes to exactly what ``json.loads`` gives.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Final
+
+import orjson
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +51,11 @@ MAX_DEPTH: Final = 512
 (``json.loads`` raises ``RecursionError`` just under 1,000 levels): a value nested deeper
 is read as ``null``. No field any reader reads is nested a tenth as deep."""
 
+# Where orjson and json.loads could read a number differently: 19 digits can exceed a signed
+# 64-bit integer (orjson turns a longer one into a float). Digits inside strings match too: harmless.
+_LONG_DIGITS: Final = re.compile(r"[0-9]{19}")
+_LONG_DIGITS_BYTES: Final = re.compile(rb"[0-9]{19}")
+
 # A JSON string (escapes included) or one bracket: what the depth of a document is made of.
 _STRUCTURE: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
@@ -53,8 +67,15 @@ def loads(data: str | bytes) -> object:
     (rather than failing the whole document), and a value nested deeper than Python's
     recursion allows to ``null`` (past :data:`MAX_DEPTH` levels; rather than a
     ``RecursionError``): one hostile object in a list leaves the others readable. The
-    common document costs what ``json.loads`` costs: the rest runs only after it refused.
+    common document is read by ``orjson`` (module docstring); the rest runs only after
+    ``json.loads`` refused.
     """
+    long_digits = _LONG_DIGITS_BYTES.search(data) if isinstance(data, bytes) else _LONG_DIGITS.search(data)
+    if long_digits is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # json.loads decides: it reads some documents orjson refuses, and says why for the rest
     try:
         return json.loads(data)
     except json.JSONDecodeError:

@@ -38,7 +38,11 @@ def test_formatting_keeps_microseconds_only_when_there_are_any() -> None:
     assert format_time(datetime(2024, 5, 1, 12, 0, 0, 1, tzinfo=UTC)) == "2024-05-01T12:00:00.000001Z"
 
 
-@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9000, 1, 1), timezones=st.just(UTC)))
+def test_a_year_before_1000_is_written_in_four_digits() -> None:
+    assert format_time(datetime(999, 5, 1, 12, tzinfo=UTC)) == "0999-05-01T12:00:00Z"
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)))
 def test_time_format_then_parse_is_the_identity(value: datetime) -> None:
     assert parse_time(format_time(value)) == value
 

@@ -173,6 +173,9 @@ def _or_null(text: str) -> str | None:
     return text or None
 
 
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def patch_body(patch: StatusPatch, resource_version: str) -> str:
     """The JSON merge patch for ``runs/status``: ``{"metadata": {"resourceVersion"}, "status": {...}}``.
 
@@ -190,7 +193,7 @@ def patch_body(patch: StatusPatch, resource_version: str) -> str:
             "completionTime": format_time(patch.completion_time) if patch.completion_time is not None else None,
         },
     }
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(body)
 
 
 def applied(run: Run, patch: StatusPatch, resource_version: str) -> Run:

@@ -64,11 +64,8 @@ def parse_time(text: str) -> datetime | None:
 
 
 def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with a ``Z``; microseconds only when non-zero."""
-    utc = value.astimezone(timezone.utc)
-    if utc.microsecond:
-        return utc.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 in UTC with a ``Z``; microseconds only when non-zero; the year in four digits."""
+    return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + "Z"
 
 
 def parse_duration(text: str) -> timedelta | None:
