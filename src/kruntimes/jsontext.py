@@ -53,8 +53,11 @@ is read as ``null``. No field any reader reads is nested a tenth as deep."""
 
 # Where orjson and json.loads could read a number differently: 19 digits can exceed a signed
 # 64-bit integer (orjson turns a longer one into a float). Digits inside strings match too: harmless.
+# Bytes are checked by mapping every digit to "0" and looking for 19 of them in a row: both steps
+# run in C, several times faster than a regular expression over the same bytes.
 _LONG_DIGITS: Final = re.compile(r"[0-9]{19}")
-_LONG_DIGITS_BYTES: Final = re.compile(rb"[0-9]{19}")
+_DIGITS_TO_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_ZEROS: Final = b"0" * 19
 
 # A JSON string (escapes included) or one bracket: what the depth of a document is made of.
 _STRUCTURE: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
@@ -70,8 +73,11 @@ def loads(data: str | bytes) -> object:
     common document is read by ``orjson`` (module docstring); the rest runs only after
     ``json.loads`` refused.
     """
-    long_digits = _LONG_DIGITS_BYTES.search(data) if isinstance(data, bytes) else _LONG_DIGITS.search(data)
-    if long_digits is None:
+    if isinstance(data, bytes):
+        long_digits = _NINETEEN_ZEROS in data.translate(_DIGITS_TO_ZERO)
+    else:
+        long_digits = _LONG_DIGITS.search(data) is not None
+    if not long_digits:
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
