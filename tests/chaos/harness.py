@@ -79,6 +79,10 @@ RESET_WINDOW: Final = 3.0
 """Seconds ``reset_retry`` keeps looking for a Run that is Scheduled or Running. Runs are bound in
 waves and execute for 0.3 s, so at most instants none is: ten tries in a row, a few milliseconds
 in all, found none for a whole epoch under load (the fault type was then never injected)."""
+EXTRA_PHASE: Final = 30.0
+"""Seconds the epoch keeps injecting the fault types still missing, from the first bind of a Run it
+created for them (at most :data:`EXTRA_PHASE_LIMIT` in all)."""
+EXTRA_PHASE_LIMIT: Final = 90.0
 LOSE_RESPONSE: Final = "lose_response"
 """A ``runs/status`` PATCH the server applies and then answers by closing the connection (a lost
 response): the scheduler cannot tell it from a write that never happened. Not in :data:`FAULTS`:
@@ -155,6 +159,11 @@ class EpochResult:
     audit: list[str] = field(default_factory=list)
     """Where the history disagrees with the server's own record of its commits (the real server's
     watches): a history the checker cannot be trusted with."""
+    misses: Counter[str] = field(default_factory=Counter)
+    """Monkey actions that found nothing to act on, by fault type and why (no candidate, a conflict)."""
+    extra_phase: dict[str, float] = field(default_factory=dict)
+    """The phase that keeps injecting only the missing fault types: its seconds, the Runs created in
+    it, and how many of those a scheduler bound (a fault that acts on bound Runs needs some)."""
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -173,6 +182,8 @@ class EpochResult:
             "graceful_exit_codes": self.graceful_exit_codes,
             "refused": self.refused[:5],
             "audit": self.audit[:10],
+            "misses": dict(self.misses),
+            "extra_phase": self.extra_phase,
             "check": self.report.summary(),
         }
 
@@ -327,6 +338,7 @@ class World:
         self.spec = spec
         self.rng = rng
         self.faults: Counter[str] = Counter()
+        self.misses: Counter[str] = Counter()
         self.armed: dict[int, tuple[str, int]] = {}
         self.paused: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
@@ -582,7 +594,10 @@ class World:
     def _reset_some(self, wanted: int) -> bool:
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         done = False
-        for run in self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase") in ("Scheduled", "Running"), k=wanted):
+        picked = self.pick(RUNS, lambda o: (o.get("status") or {}).get("phase") in ("Scheduled", "Running"), k=wanted)
+        if not picked:
+            self.misses["reset_retry: no Run Scheduled or Running"] += 1
+        for run in picked:
             status = copy.deepcopy(run.get("status") or {})
             conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Running"]
             conditions.append({"type": "Running", "status": "False", "reason": "Retrying", "message": "attempt failed; retrying", "lastTransitionTime": stamp})
@@ -594,7 +609,14 @@ class World:
             if self.server.update(RUNS, meta["namespace"], meta["name"], {**run, "status": status}, MONKEY, "status") is not None:
                 self.faults["reset_retry"] += 1
                 done = True
+            else:
+                self.misses["reset_retry: refused (a conflict)"] += 1
         return done
+
+
+def _bound(world: World, names: set[str]) -> int:
+    """How many of the Runs ``names`` (any namespace) a scheduler has bound, as the world sees them now."""
+    return sum(1 for run in world.objects(RUNS) if run["metadata"]["name"] in names and (run.get("status") or {}).get("assignedPod"))
 
 
 # --- one epoch --------------------------------------------------------------------------------
@@ -846,16 +868,34 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, server: ServerFactory = dev_ser
         # still missing: the rules that fail lists wait for the schedulers' next list however late
         # their back-off makes it, so more of them would keep a replica from syncing its caches (and
         # from binding anything a missing fault could act on) for the whole phase.
+        # A fault that acts on bound Runs (reset_retry) needs the schedulers to bind: the faults just
+        # injected can hold a replica in its list back-off (0.8 s doubling to 30 s, as client-go's)
+        # for tens of seconds on a loaded machine. So the 30 s count from the phase's first bind,
+        # within EXTRA_PHASE_LIMIT.
         world.missing_only.set()
-        extra = time.monotonic() + 30.0
+        extra_began = time.monotonic()
+        extra = extra_began + EXTRA_PHASE
         index = spec.runs
+        added: set[str] = set()
+        first_bind: float | None = None
         while time.monotonic() < extra and any(world.fired()[kind] == 0 for kind in spec.faults):
             if world.fired()["reset_retry"] == 0 or world.fired()["cancel"] == 0:
                 world.create_one(index)
+                added.add(f"run-{index}")
                 index += 1
+            if first_bind is None and added and _bound(world, added):
+                first_bind = time.monotonic()
+                extra = min(first_bind + EXTRA_PHASE, extra_began + EXTRA_PHASE_LIMIT)
+            elif first_bind is None and added and extra - time.monotonic() < 0.5:
+                extra = min(extra + 0.5, extra_began + EXTRA_PHASE_LIMIT)  # nothing bound yet: wait on
             time.sleep(0.2)
         stop.set()
         monkey.join()
+        extra_phase = {
+            "seconds": round(time.monotonic() - extra_began, 1), "runs_created": float(len(added)),
+            "first_bind_after": -1.0 if first_bind is None else round(first_bind - extra_began, 1),
+            "runs_bound": float(_bound(world, added)),
+        }
         log(f"created {world.created} runs in {time.monotonic() - started:.0f}s; settling; faults {dict(world.fired())}")
         # the faults end; the world heals; the schedulers must converge
         cluster.faults.clear()
@@ -905,6 +945,7 @@ def run_epoch(spec: ChaosSpec, workdir: Path, *, server: ServerFactory = dev_ser
             takeovers_during_pauses=len(takeovers),
             in_flight=[str(v) for v in in_flight], binds_by_writer=binds_by_writer,
             server=cluster.name, refused=fleet.refused_requests() + cluster.refused(), audit=audit,
+            misses=Counter(world.misses), extra_phase=extra_phase,
         )
 
 

@@ -42,7 +42,7 @@ def test_every_fault_two_replicas_leader_kills(tmp_path: Path, chaos_large: bool
     result = run_epoch(spec, tmp_path, server=chaos_server.server)
     assert_kept_promises(result)
     injected = {kind for kind, n in result.faults.items() if n > 0}
-    assert injected == set(FAULTS), f"not injected: {set(FAULTS) - injected}"
+    assert injected == set(FAULTS), f"not injected: {set(FAULTS) - injected}; misses {dict(result.misses)}; extra phase {result.extra_phase}"
     assert result.kills["leader_sigkill"] == spec.leader_kills
     # standbys never write: every scheduler write (status, Events) was checked against the Lease holder of its moment
     assert result.report.checked["leader_only"] > 0

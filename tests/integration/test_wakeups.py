@@ -32,6 +32,16 @@ WOKEN = 30.0
 """Seconds a woken Run may take to bind on a loaded machine: far below ``SAFETY_NET``."""
 
 
+def parked(sched: object) -> bool:
+    """The scheduler has parked the one waiting Run. Its status shows the wait message before
+    that: a change that lands in between reaches the Run's cycle itself, which plans again at
+    once (a wake-up, but not one counted by its source)."""
+    from kruntimes.effects.runner import Scheduler
+
+    assert isinstance(sched, Scheduler)
+    return sched.metrics.value("kruntimes_scheduler_waiting_runs", {"reason": "capacity"}) == 1
+
+
 def test_a_run_waiting_for_capacity_is_bound_on_its_release_not_at_the_safety_net(
     server: Server, server_kube: Kube, server_scheduler: SchedulerFactory
 ) -> None:
@@ -42,6 +52,7 @@ def test_a_run_waiting_for_capacity_is_bound_on_its_release_not_at_the_safety_ne
     wait_until(lambda: assigned(server_kube, "holder"), timeout=30, what="holder bound")
     make_run(server_kube, "waiter")
     wait_until(lambda: waiting(server_kube, "waiter"), timeout=30, what="waiter waits")
+    wait_until(lambda: parked(sched), timeout=30, what="waiter parked")
     before = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"})
     set_run_phase(server_kube, "holder", "Succeeded")
     assert wait_until(lambda: assigned(server_kube, "waiter"), timeout=WOKEN, what="waiter woken by the release") == "python-0"
@@ -59,6 +70,7 @@ def test_a_run_waiting_for_capacity_is_bound_when_a_new_pod_is_ready_not_at_the_
     wait_until(lambda: assigned(server_kube, "first"), timeout=30, what="first bound")
     make_run(server_kube, "second")
     wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits")
+    wait_until(lambda: parked(sched), timeout=30, what="second parked")
     server_kube.patch(f"{RUNTIMES}/python", json.dumps({"spec": {"replicas": 2}})).unwrap()
     assert wait_until(lambda: assigned(server_kube, "second"), timeout=WOKEN, what="second woken by the new pod") == "python-1"
     woken = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "runtime_pod"})
