@@ -118,12 +118,14 @@ def test_a_reservation_made_for_a_replaced_pod_holds_nothing_on_the_new_pod() ->
 
 
 def test_a_reservation_made_for_the_pod_name_alone_holds_room_on_the_pod_of_that_name() -> None:
-    """As one read back without a pod uid does (a scenario's reservation on a pod it does not list)."""
-    old, waiting = decoded_run("old"), decoded_run("waiting")
+    """As one read back without a pod uid does (a scenario's reservation on a pod it does not list),
+    beside those made for the pod's uid."""
+    old, new, waiting = decoded_run("old"), decoded_run("new"), decoded_run("waiting")
     name_alone = Reservation("default", old.uid, "old", old.resource_version, "a", "", old.requests, old.labels)
-    state = world(decoded_pod("a", capacity={"runs": "3"}), old, waiting)
+    state = world(decoded_pod("a", capacity={"runs": "3"}), old, new, waiting)
     ledger = Ledger(pdict({"default": pdict({old.uid: name_alone})}))
     assert usage_seen_by(state, ledger, waiting.key, "a") == {"runs": 1}
+    assert usage_seen_by(state, granted(ledger, state, new), waiting.key, "a") == {"runs": 2}
 
 
 def test_a_deleted_or_relabelled_pod_is_a_conflict() -> None:
