@@ -17,6 +17,7 @@ from kruntimes.pure.ledger import (
     Ledger,
     ReserveConflict,
     ReserveConflictReason,
+    hold,
     observe,
     release,
     reserve,
@@ -24,6 +25,7 @@ from kruntimes.pure.ledger import (
     sync,
 )
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey
+from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.step import plan
 from tests.builders import NOW, active_run, affinity_json, at, decoded_pod, decoded_run, term, world
@@ -100,17 +102,30 @@ def test_a_replaced_pod_is_a_conflict() -> None:
 
 
 def test_a_reservation_made_for_a_replaced_pod_holds_nothing_on_the_new_pod() -> None:
-    first, second = decoded_run("r1", labels={"zone": "blue"}), decoded_run("r2")
+    first, second, waiting = decoded_run("r1", labels={"zone": "blue"}), decoded_run("r2"), decoded_run("r4")
     old = decoded_pod("a", uid="a-1", capacity={"runs": "1"})
     ledger = reserve(EMPTY_LEDGER, world(old, first), first, "a", "a-1", NOW, DEFAULT_CONFIG).unwrap()
-    state = apply(apply(world(old, first, second), Event("DELETED", old)), Event("ADDED", decoded_pod("a", uid="a-2", capacity={"runs": "1"})))
+    new = decoded_pod("a", uid="a-2", capacity={"runs": "1"})
+    state = apply(apply(world(old, first, second, waiting), Event("DELETED", old)), Event("ADDED", new))
     assert usage_seen_by(state, ledger, second.key, "a") == {}
     assert dict(reserved_usage(ledger, "default", "a", pod_uid="a-2")) == {}
     assert dict(reserved_usage(ledger, "default", "a", pod_uid="a-1")) == {"runs": 1}
-    assert is_successful(reserve(ledger, state, second, "a", "a-2", NOW, DEFAULT_CONFIG))
+    both = reserve(ledger, state, second, "a", "a-2", NOW, DEFAULT_CONFIG).unwrap()
+    assert usage_seen_by(state, both, waiting.key, "a") == {"runs": 1}  # the second one's only
     anti = decoded_run("r3", affinity=affinity_json(anti_required=[term({"zone": "blue"})]))
     assert tuple(take(apply(state, Event("ADDED", anti)), ledger, anti.key, NOW, DEFAULT_CONFIG).targets) == ()
     assert ledger.get("default", first.uid) is not None, "its Run's fate ends it (sync), not the pod's"
+
+
+def test_a_reservation_made_for_the_pod_name_alone_holds_room_on_the_pod_of_that_name() -> None:
+    """As one read back without a pod uid does (a scenario's reservation on a pod it does not list),
+    beside those made for the pod's uid."""
+    old, new, waiting = decoded_run("old"), decoded_run("new"), decoded_run("waiting")
+    name_alone = Reservation("default", old.uid, "old", old.resource_version, "a", "", old.requests, old.labels)
+    state = world(decoded_pod("a", capacity={"runs": "3"}), old, new, waiting)
+    ledger = Ledger(pdict({"default": pdict({old.uid: name_alone})}))
+    assert usage_seen_by(state, ledger, waiting.key, "a") == {"runs": 1}
+    assert usage_seen_by(state, granted(ledger, state, new), waiting.key, "a") == {"runs": 2}
 
 
 def test_a_deleted_or_relabelled_pod_is_a_conflict() -> None:
@@ -290,12 +305,14 @@ def test_same_uid_in_two_namespaces_are_two_reservations() -> None:
 
 
 def test_release_forgets_exactly_one_reservation() -> None:
-    r1, r2 = decoded_run("r1"), decoded_run("r2")
-    state = world(decoded_pod("a"), r1, r2)
+    """The other reservation on the same pod keeps holding its room there."""
+    r1, r2, waiting = decoded_run("r1"), decoded_run("r2"), decoded_run("waiting")
+    state = world(decoded_pod("a", capacity={"runs": "3"}), r1, r2, waiting)
     ledger = granted(granted(EMPTY_LEDGER, state, r1), state, r2)
     after = release(ledger, "default", r1.uid)
     assert after.get("default", r1.uid) is None
     assert after.get("default", r2.uid) is not None
+    assert usage_seen_by(state, after, waiting.key, "a") == {"runs": 1}
     assert release(after, "default", r1.uid) is after
 
 
@@ -312,3 +329,22 @@ def test_reserve_then_release_is_the_identity(held: list[str], extra: str) -> No
         assert not is_successful(result)
     else:
         assert release(result.unwrap(), "default", runs[extra].uid) == ledger
+
+
+def test_a_hold_lasts_as_long_as_its_own_reservation_whatever_else_is_reserved_or_forgotten() -> None:
+    """A bind with an unknown outcome keeps its reservation to the deadline of its read (SPEC §6):
+    other Runs reserving or being released, here or in another namespace, do not cut it short."""
+    held, other, later = decoded_run("held", namespace="x"), decoded_run("other", namespace="x"), decoded_run("later", namespace="x")
+    elsewhere = decoded_run("elsewhere", namespace="y")
+    pods = (decoded_pod("a", namespace="x", capacity={"runs": "3"}), decoded_pod("a", namespace="y"))
+    state = world(*pods, held, other, later, elsewhere)
+    deadline = NOW + timedelta(seconds=30)
+    ledger = hold(granted(granted(granted(EMPTY_LEDGER, state, held), state, other), state, elsewhere), "x", held.uid, deadline)
+    ledger = granted(ledger, state, later)
+    assert ledger.held_until("x", held.uid) == deadline
+    ledger = release(ledger, "x", other.uid)
+    assert ledger.held_until("x", held.uid) == deadline
+    ledger = release(ledger, "y", elsewhere.uid)  # y's last reservation
+    assert ledger.held_until("x", held.uid) == deadline
+    assert release(ledger, "x", held.uid).held_until("x", held.uid) is None
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, final
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +14,7 @@ from returns.result import Result
 from kruntimes.pure.framework.interface import ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, must
 from kruntimes.pure.ledger import EMPTY_LEDGER
-from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES, PodSlot, Run, RunKey, Snapshot
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, EMPTY_RESOURCES, PodSlot, Run, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.model.plan import CycleError, Wait
 from kruntimes.pure.placement import proven_for
 from kruntimes.pure.plugins.affinity import RunAffinity
@@ -28,6 +28,7 @@ from kruntimes.pure.queueing import (
     POLICIES,
     QueueEntry,
     QueueOrder,
+    SortKey,
     admit,
     initial_order,
     park_reason,
@@ -94,6 +95,29 @@ def test_initial_order_does_not_depend_on_input_order(permutation: list[int]) ->
     assert initial_order([runs[i] for i in permutation]) == expected
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class _SmallestFirst:
+    """A library user's policy: the smallest ``runs`` request first, equal ones by uid."""
+
+    name: str = "smallest-first"
+
+    def lane(self, entry: QueueEntry) -> str:
+        return ""
+
+    def sort_key(self, entry: QueueEntry) -> SortKey:
+        return (int(entry.requests["runs"]), entry.uid, "")
+
+
+def test_a_policy_of_ones_own_orders_by_the_uid_and_requests_the_queue_knows_of_each_run() -> None:
+    runs = [
+        decoded_run("a", requests={"runs": "3"}, uid="u2"),
+        decoded_run("b", requests={"runs": "1"}, uid="u9"),
+        decoded_run("c", requests={"runs": "1"}, uid="u1"),
+    ]
+    assert [k.name for k in initial_order(runs, _SmallestFirst())] == ["c", "b", "a"]
+
+
 # --- admission: which parked Runs a pod with room can take --------------------------------------
 
 
@@ -154,6 +178,34 @@ def test_a_full_pod_admits_nobody_and_the_walk_stops_at_once() -> None:
 
     state = [decoded_pod("a", capacity={"runs": "1"}), active_run("busy", "a"), decoded_run("w")]
     assert _admitted(state, ["w"]) == []
+
+
+def test_a_pod_admits_only_runs_of_its_own_runtime_and_a_pod_gone_admits_nobody() -> None:
+    """A parked key's Run may have been recreated for another runtime since it was parked."""
+    objects = [decoded_pod("a", capacity={"runs": "3"}), decoded_run("w0"), decoded_run("moved", runtime="go")]
+    assert _admitted(objects, ["w0", "moved"]) == ["w0"]
+    assert _admitted(objects, ["w0"], pod="gone") == []
+
+
+def test_a_constrained_run_is_admitted_by_the_pod_that_meets_its_terms() -> None:
+    needs_db = affinity_json(required=[term({"app": "db"})])
+    objects = [
+        decoded_pod("a", capacity={"runs": "3"}),
+        decoded_pod("b", capacity={"runs": "3"}),
+        active_run("db", "a", labels={"app": "db"}),
+        decoded_run("r", affinity=needs_db),
+    ]
+    assert (_admitted(objects, ["r"], pod="a"), _admitted(objects, ["r"], pod="b")) == (["r"], [])
+
+
+def test_admission_judges_the_heartbeat_by_the_configured_stale_after() -> None:
+    """A heartbeat a minute old is fresh under a ten-minute staleAfter, stale under the 15 s default."""
+    state = from_objects([decoded_pod("a", heartbeat_at=at(-60)), decoded_run("r")])
+    keys = [RunKey("default", "r")]
+    patient = SchedulerConfig(heartbeat_stale_after=timedelta(minutes=10))
+    for config, expected in ((patient, ("r",)), (DEFAULT_CONFIG, ())):
+        admission = admit(state, EMPTY_LEDGER, keys, "a", EMPTY_RESOURCES, NOW, config)
+        assert tuple(k.name for k in admission.admitted) == expected
 
 
 def test_park_reasons_say_what_could_help() -> None:

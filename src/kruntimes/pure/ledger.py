@@ -113,7 +113,7 @@ and the reserved Run's key."""
 class NamespaceBook:
     """One namespace's reservations and what a snapshot reads of them (immutable).
 
-    Equality and hash are the reservations' only: everything else is derived.
+    Equality is the reservations' only: everything else is derived. A book is not hashable.
     """
 
     __slots__ = ("reservations", "ordered", "checks", "pods")
@@ -153,9 +153,6 @@ class NamespaceBook:
         if not isinstance(other, NamespaceBook):
             return NotImplemented
         return self.reservations == other.reservations
-
-    def __hash__(self) -> int:
-        return hash(self.reservations)
 
     def __repr__(self) -> str:
         return f"NamespaceBook({self.reservations!r})"
@@ -257,10 +254,6 @@ class Ledger:
         when the reservation is not held that way (or there is none)."""
         holds = self._holds
         return holds.get((namespace, uid)) if holds else None
-
-    def namespaces(self) -> tuple[str, ...]:
-        """Namespaces holding at least one reservation, sorted."""
-        return tuple(sorted(self._by_namespace))
 
     def __len__(self) -> int:
         return sum(len(reservations) for reservations in self._by_namespace.values())
