@@ -71,6 +71,15 @@ def test_a_granted_reservation_records_what_the_cycle_planned_from() -> None:
     assert dict(reserved_usage(ledger, "default", "b")) == {}
 
 
+def test_a_ledger_names_the_namespaces_that_hold_reservations_in_order() -> None:
+    zeta, alpha = decoded_run("r", namespace="zeta"), decoded_run("r", namespace="alpha")
+    state = world(decoded_pod("a", namespace="zeta"), decoded_pod("a", namespace="alpha"), zeta, alpha)
+    ledger = granted(granted(EMPTY_LEDGER, state, zeta), state, alpha)
+    assert ledger.namespaces() == ("alpha", "zeta")
+    assert release(ledger, "alpha", alpha.uid).namespaces() == ("zeta",)
+    assert EMPTY_LEDGER.namespaces() == ()
+
+
 def test_capacity_taken_by_a_concurrent_reservation_is_a_conflict() -> None:
     first, second = decoded_run("r1"), decoded_run("r2")
     state = world(decoded_pod("a", capacity={"runs": "1"}), first, second)

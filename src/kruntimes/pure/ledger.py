@@ -255,6 +255,10 @@ class Ledger:
         holds = self._holds
         return holds.get((namespace, uid)) if holds else None
 
+    def namespaces(self) -> tuple[str, ...]:
+        """Namespaces holding at least one reservation, sorted."""
+        return tuple(sorted(self._by_namespace))
+
     def __len__(self) -> int:
         return sum(len(reservations) for reservations in self._by_namespace.values())
 
