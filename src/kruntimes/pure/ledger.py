@@ -62,9 +62,8 @@ class PodReservations:
     use ``slot`` as is.
     """
 
-    __slots__ = ("name", "reservations", "total", "pod_uid", "pod", "usage", "slot")
+    __slots__ = ("reservations", "total", "pod_uid", "pod", "usage", "slot")
 
-    name: str
     reservations: tuple[Reservation, ...]
     total: Mapping[str, Amount]
     """The requests summed per resource over every reservation on the name (exact; zero
@@ -77,12 +76,11 @@ class PodReservations:
 
     def __init__(
         self,
-        name: str,
         reservations: tuple[Reservation, ...],
         pod: RuntimePod | None = None,
         usage: Resources = EMPTY_RESOURCES,
     ) -> None:
-        self.name, self.reservations = name, reservations
+        self.reservations = reservations
         self.total = _total(reservations)
         uids = {r.pod_uid for r in reservations}
         self.pod_uid = uids.pop() if len(uids) == 1 else None
@@ -146,7 +144,7 @@ class NamespaceBook:
         for reservation in ordered:
             by_pod.setdefault(reservation.pod, []).append(reservation)
         checks: PDict[str, _Check] = pdict({r.run_uid: (r, None, RunKey(r.namespace, r.run_name)) for r in ordered})
-        pods = pdict({name: PodReservations(name, tuple(group)) for name, group in by_pod.items()})
+        pods = pdict({name: PodReservations(tuple(group)) for name, group in by_pod.items()})
         return NamespaceBook(reservations, ordered, checks, pods)
 
     def __eq__(self, other: object) -> bool:
@@ -174,7 +172,7 @@ class NamespaceBook:
             self.reservations.set(uid, reservation),
             ordered[:at] + (reservation,) + ordered[at:],
             self.checks.set(uid, (reservation, run, run.key)),
-            self.pods.set(name, PodReservations(name, on, pod, usage)),
+            self.pods.set(name, PodReservations(on, pod, usage)),
         )
 
     def without(self, uids: Iterable[str]) -> NamespaceBook | None:
@@ -193,7 +191,7 @@ class NamespaceBook:
             before = pods[name]
             on = tuple(r for r in before.reservations if keep(r.run_uid))
             if on:
-                pods = pods.set(name, PodReservations(name, on, before.pod, before.usage))
+                pods = pods.set(name, PodReservations(on, before.pod, before.usage))
             else:
                 pods = pods.discard(name)
         ordered = tuple(r for r in self.ordered if keep(r.run_uid))
