@@ -126,7 +126,7 @@ def test_the_index_chooses_the_pod_scores_and_rejections_of_the_full_scan(world:
     assert isinstance(plan, Bind) and isinstance(expected, Bind)
     assert (plan.pod, plan.pod_uid, plan.rejections) == (expected.pod, expected.pod_uid, expected.rejections)
     assert chosen == expected.scores[0]
-    assert len(plan.ranking) == len(expected.ranking)
+    assert (len(plan.ranking), len(plan.scores)) == (len(expected.ranking), len(expected.scores))
     # Read later, the index's plan ranks every feasible pod as the scan does.
     assert tuple(plan.ranking) == tuple(expected.ranking) and tuple(plan.scores) == tuple(expected.scores)
     if len(expected.ranking) > 101 and len({row.by_plugin for row in expected.scores[:3]}) < 3:
@@ -403,6 +403,24 @@ def test_a_naive_clock_is_planned_by_the_scan() -> None:
     run = decoded_run("r")
     plan, by_index = planned(World(run, (*naive, run), (), now=naive_now))
     assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 130)
+
+
+def test_fewer_pods_than_the_index_needs_are_planned_by_the_scan() -> None:
+    run = decoded_run("r")
+    plan, by_index = planned(World(run, (*pods(0, MIN_PODS - 1), run), ()))
+    assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", MIN_PODS - 1)
+    assert planned(World(run, (*pods(0, MIN_PODS), run), ()))[1]
+
+
+def test_reservations_on_more_than_a_quarter_of_the_pods_are_planned_by_the_scan() -> None:
+    run = decoded_run("r")
+    held = [reservation_of(f"q{n}", f"p{n:03d}") for n in range(0, 130, 4)]  # 33 of 130
+    world = World(run, (*pods(0, 130), *(pending for pending, _ in held), run), tuple(r for _, r in held))
+    plan, by_index = planned(world)
+    assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p001", 130)
+    a_quarter = held[:32]  # 32 of 128
+    world = World(run, (*pods(0, 128), *(pending for pending, _ in a_quarter), run), tuple(r for _, r in a_quarter))
+    assert planned(world)[1]
 
 
 def test_a_quarter_of_the_pods_stale_is_planned_by_the_scan() -> None:
