@@ -378,6 +378,15 @@ def test_a_snapshot_without_the_pods_hosting_targets_is_planned_by_the_scan() ->
     assert isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 1)
 
 
+def test_a_pod_hosting_a_target_is_judged_apart_from_the_pods_loaded_alike() -> None:
+    """``p000`` hosts the only Run labelled ``app=db``; ``p001``–``p009`` are as loaded (a Run
+    labelled ``app=web`` each): only ``p000`` is feasible for a Run requiring ``app=db``."""
+    run = decoded_run("r", affinity=affinity_json(required=[term({"app": "db"})]))
+    targets = [loaded(f"p{n:03d}", {"app": "db" if n == 0 else "web"}, 0) for n in range(10)]
+    plan, by_index = planned(World(run, (*pods(0, 130), *targets, run), ()))
+    assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 1)
+
+
 def test_a_run_whose_terms_match_on_more_than_a_quarter_of_the_pods_is_planned_by_the_scan() -> None:
     run = decoded_run("r", affinity=affinity_json(anti_required=[term({"app": "db"})]))
     targets = [loaded(f"p{n:03d}", {"app": "db"}, 0) for n in range(0, 130, 4)]  # 33 of 130

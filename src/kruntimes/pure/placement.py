@@ -137,7 +137,7 @@ def place(
                 probe = slot.pod.available_probe_us
                 if probe is None or (probe != NEVER_US and probe < oldest_us):
                     single[slot.pod.name] = slot
-    if hosts is not None and run.affinity.all_terms():
+    if hosts:  # the pods hosting a target, per selector of the Run's terms (none without terms)
         for on in hosts.values():
             for name in on:
                 found = index.slot(name)
