@@ -46,7 +46,7 @@ from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
 from kruntimes.pure.state.cluster import EMPTY_STATE, NAIVE_PROBE, NO_PROBE, Event, apply, from_objects
 from tests.conftest import examples, reached
-from tests.builders import NOW, active_run, affinity_json, decoded_pod, decoded_run, term
+from tests.builders import NOW, active_run, affinity_json, decoded_pod, decoded_run, decoded_workspace, term
 from tests.pure.large_world import large_worlds, renamed
 from tests.pure.ranking_world import NAMESPACE, RUNTIME, World, worlds
 from tests.pure.spec_oracle import OracleBind
@@ -385,6 +385,13 @@ def test_a_pod_hosting_a_target_is_judged_apart_from_the_pods_loaded_alike() -> 
     targets = [loaded(f"p{n:03d}", {"app": "db" if n == 0 else "web"}, 0) for n in range(10)]
     plan, by_index = planned(World(run, (*pods(0, 130), *targets, run), ()))
     assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 1)
+
+
+def test_the_workspace_pod_is_judged_apart_from_the_pods_loaded_alike() -> None:
+    run = decoded_run("r", workspace="ws")
+    world = World(run, (*pods(0, 130), decoded_workspace("ws", bound_pod="p005"), run), ())
+    plan, by_index = planned(world)
+    assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p005", 1)
 
 
 def test_a_run_whose_terms_match_on_more_than_a_quarter_of_the_pods_is_planned_by_the_scan() -> None:
