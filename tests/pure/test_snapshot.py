@@ -14,6 +14,7 @@ from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.ledger import sync, EMPTY_LEDGER, Ledger, reserve
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
+from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.snapshot import take
 from tests.builders import (
     NOW,
@@ -95,6 +96,17 @@ def test_usage_is_actual_plus_reserved() -> None:
     assert usage == {"a": {"cpu": 4, "runs": 3}, "b": {}}
 
 
+@pytest.mark.parametrize("pods", [2, 9], ids=["few pods", "many pods"])
+def test_a_run_bound_to_a_reserved_pod_after_the_reservation_adds_to_its_usage(pods: int) -> None:
+    """Among few pods and among many (where the snapshot reads the reserved pod's slot alone)."""
+    r1, r2 = decoded_run("r1", requests={"cpu": "2"}), decoded_run("r2")
+    state = world(*(decoded_pod(f"p{n}", capacity={"cpu": "8", "runs": "9"}) for n in range(pods)), r1, r2)
+    ledger = reserved(EMPTY_LEDGER, state, r1, "p0")
+    state = apply(state, Event("ADDED", active_run("busy", "p0", requests={"cpu": "1"})))
+    usage = {slot.pod.name: dict(slot.usage) for slot in snap(state, "r2", ledger).pods}
+    assert usage["p0"] == {"cpu": 3, "runs": 2}
+
+
 def test_targets_are_the_active_runs_matching_one_of_the_runs_terms() -> None:
     state = world(
         decoded_run("r", affinity=affinity_json(required=[term({"zone": "blue"})], anti_required=[term({"noisy": "yes"})])),
@@ -122,6 +134,16 @@ def test_reservations_of_the_namespace_are_assumed_targets_but_never_the_runs_ow
     snapshot = snap(state, "r", ledger)
     assert [(t.run_uid, t.pod, t.assumed) for t in snapshot.targets] == [("uid-run-default-peer", "a", True)]
     assert snapshot.reservation == ledger.get("default", run.uid)
+
+
+def test_a_reservation_made_by_pod_name_alone_is_a_target_on_that_pod() -> None:
+    run = decoded_run("r", affinity=BLUE_AFFINITY)
+    peer = decoded_run("peer", labels={"zone": "blue"})
+    state = world(decoded_pod("a", capacity={"runs": "9"}), run, peer)
+    held = reserved(EMPTY_LEDGER, state, peer, "a").get("default", peer.uid)
+    assert held is not None
+    ledger = Ledger(pdict({"default": pdict({peer.uid: replace(held, pod_uid="")})}))
+    assert [(t.run_uid, t.pod, t.assumed) for t in snap(state, "r", ledger).targets] == [("uid-run-default-peer", "a", True)]
 
 
 def test_a_run_both_bound_and_observed_is_one_active_target() -> None:
