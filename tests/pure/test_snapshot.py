@@ -146,6 +146,17 @@ def test_a_reservation_made_by_pod_name_alone_is_a_target_on_that_pod() -> None:
     assert [(t.run_uid, t.pod, t.assumed) for t in snap(state, "r", ledger).targets] == [("uid-run-default-peer", "a", True)]
 
 
+@pytest.mark.parametrize("on_a", ["x1", "x2"])
+@pytest.mark.parametrize("every_target", [False, True])
+def test_two_active_runs_sharing_a_uid_are_one_target_on_the_first_pod_by_name(on_a: str, every_target: bool) -> None:
+    run = decoded_run("r", affinity=BLUE_AFFINITY)
+    runs = [active_run(name, "a" if name == on_a else "b", labels={"zone": "blue"}, uid="dup") for name in ("x1", "x2")]
+    other = active_run("y", "c", labels={"zone": "blue"})
+    state = world(decoded_pod("a"), decoded_pod("b"), decoded_pod("c"), run, *runs, other)
+    snapshot = take(state, EMPTY_LEDGER, run.key, NOW, DEFAULT_CONFIG, every_target=every_target)
+    assert [(t.run_uid, t.pod) for t in snapshot.targets] == [("dup", "a"), (other.uid, "c")]
+
+
 def test_a_run_both_bound_and_observed_is_one_active_target() -> None:
     run = decoded_run("r", affinity=BLUE_AFFINITY)
     peer = decoded_run("peer", labels={"zone": "blue"})
