@@ -18,6 +18,7 @@ from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.snapshot import take
 from tests.builders import (
     NOW,
+    Json,
     active_run,
     affinity_json,
     decoded_pod,
@@ -58,11 +59,17 @@ BLUE_AFFINITY = affinity_json(preferred=[(1, term({"zone": "blue"}))])
     ids=["absent", "active", "finished", "no runtime"],
 )
 def test_a_run_the_cycle_will_not_plan_gets_no_pods(run: Run | None) -> None:
+    """It still gets its key, the time, the configuration and the reservation the ledger holds for it."""
     state = world(decoded_pod("a"), *([run] if run is not None else []))
-    snapshot = snap(state, "r")
+    pending = decoded_run("r")
+    ledger = reserved(EMPTY_LEDGER, world(decoded_pod("a"), pending), pending, "a")
+    snapshot = take(state, ledger, RunKey("default", "r"), NOW, DEFAULT_CONFIG)
     assert snapshot.run == run
     assert snapshot.pods == ()
     assert snapshot.targets == ()
+    assert (snapshot.key, snapshot.now, snapshot.config) == (RunKey("default", "r"), NOW, DEFAULT_CONFIG)
+    assert snapshot.reservation == (None if run is None else ledger.get("default", pending.uid))
+    assert run is None or snapshot.reservation is not None
 
 
 def test_candidates_are_the_pods_of_the_runs_namespace_and_runtime() -> None:
@@ -155,6 +162,16 @@ def test_two_active_runs_sharing_a_uid_are_one_target_on_the_first_pod_by_name(o
     state = world(decoded_pod("a"), decoded_pod("b"), decoded_pod("c"), run, *runs, other)
     snapshot = take(state, EMPTY_LEDGER, run.key, NOW, DEFAULT_CONFIG, every_target=every_target)
     assert [(t.run_uid, t.pod) for t in snapshot.targets] == [("dup", "a"), (other.uid, "c")]
+
+
+@pytest.mark.parametrize("selector", [term({"zone": "blue"}), term(expressions=[expression("zone", "NotIn", ["red"])])])
+def test_every_target_keeps_each_matching_run_on_a_pod(selector: Json) -> None:
+    run = decoded_run("r", affinity=affinity_json(preferred=[(1, selector)]))
+    on_a = [active_run(name, "a", labels={"zone": "blue"}) for name in ("x1", "x2")]
+    state = world(decoded_pod("a"), run, *on_a)
+    every = take(state, EMPTY_LEDGER, run.key, NOW, DEFAULT_CONFIG, every_target=True)
+    assert [t.run_uid for t in every.targets] == [r.uid for r in on_a]
+    assert [t.run_uid for t in snap(state, "r").targets] == [on_a[0].uid]  # one per pod and selector
 
 
 def test_a_run_both_bound_and_observed_is_one_active_target() -> None:
