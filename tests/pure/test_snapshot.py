@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from functools import reduce
 
 import pytest
@@ -13,7 +14,7 @@ from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.ledger import sync, EMPTY_LEDGER, Ledger, reserve
-from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, SchedulerConfig, Snapshot
 from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.snapshot import take
 from tests.builders import (
@@ -70,6 +71,15 @@ def test_a_run_the_cycle_will_not_plan_gets_no_pods(run: Run | None) -> None:
     assert (snapshot.key, snapshot.now, snapshot.config) == (RunKey("default", "r"), NOW, DEFAULT_CONFIG)
     assert snapshot.reservation == (None if run is None else ledger.get("default", pending.uid))
     assert run is None or snapshot.reservation is not None
+
+
+def test_the_cycle_judges_heartbeats_by_the_configuration_it_was_given() -> None:
+    """A heartbeat 20 s old is fresh under a 30 s bound (stale under the default 15 s)."""
+    pod = replace(decoded_pod("a"), heartbeat_at=NOW - timedelta(seconds=20))
+    state = world(pod, decoded_run("r"))
+    patient = SchedulerConfig(heartbeat_stale_after=timedelta(seconds=30))
+    plan = plan_cycle(take(state, EMPTY_LEDGER, RunKey("default", "r"), NOW, patient)).unwrap()
+    assert isinstance(plan, Bind) and plan.pod == "a"
 
 
 def test_candidates_are_the_pods_of_the_runs_namespace_and_runtime() -> None:
