@@ -174,10 +174,13 @@ def test_two_active_runs_sharing_a_uid_are_one_target_on_the_first_pod_by_name(o
     assert [(t.run_uid, t.pod) for t in snapshot.targets] == [("dup", "a"), (other.uid, "c")]
 
 
-@pytest.mark.parametrize("selector", [term({"zone": "blue"}), term(expressions=[expression("zone", "NotIn", ["red"])])])
+@pytest.mark.parametrize(
+    "selector",
+    [term({"zone": "blue"}), term({"zone": "blue", "tier": "gold"}), term(expressions=[expression("zone", "NotIn", ["red"])])],
+)
 def test_every_target_keeps_each_matching_run_on_a_pod(selector: Json) -> None:
     run = decoded_run("r", affinity=affinity_json(preferred=[(1, selector)]))
-    on_a = [active_run(name, "a", labels={"zone": "blue"}) for name in ("x1", "x2")]
+    on_a = [active_run(name, "a", labels={"zone": "blue", "tier": "gold"}) for name in ("x1", "x2")]
     state = world(decoded_pod("a"), run, *on_a)
     every = take(state, EMPTY_LEDGER, run.key, NOW, DEFAULT_CONFIG, every_target=True)
     assert [t.run_uid for t in every.targets] == [r.uid for r in on_a]
