@@ -64,11 +64,12 @@ def test_a_run_the_cycle_will_not_plan_gets_no_pods(run: Run | None) -> None:
     state = world(decoded_pod("a"), *([run] if run is not None else []))
     pending = decoded_run("r")
     ledger = reserved(EMPTY_LEDGER, world(decoded_pod("a"), pending), pending, "a")
-    snapshot = take(state, ledger, RunKey("default", "r"), NOW, DEFAULT_CONFIG)
+    config = SchedulerConfig(heartbeat_stale_after=timedelta(seconds=30))
+    snapshot = take(state, ledger, RunKey("default", "r"), NOW, config)
     assert snapshot.run == run
     assert snapshot.pods == ()
     assert snapshot.targets == ()
-    assert (snapshot.key, snapshot.now, snapshot.config) == (RunKey("default", "r"), NOW, DEFAULT_CONFIG)
+    assert (snapshot.key, snapshot.now, snapshot.config) == (RunKey("default", "r"), NOW, config)
     assert snapshot.reservation == (None if run is None else ledger.get("default", pending.uid))
     assert run is None or snapshot.reservation is not None
 
