@@ -19,19 +19,23 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from functools import partial
+from typing import ClassVar, NamedTuple, final
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from returns.result import Success
+from returns.result import Failure, Result, Success
 
-from kruntimes.pure.framework.interface import FilterPlugin, ScorePlugin
+from kruntimes.pure.framework.batch import BatchFilter, Selection, rejected_as
+from kruntimes.pure.framework.interface import FilterPlugin, ParkKind, PendingMessage, PodFilter, PodScorer, ScorePlugin
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, Registry, must
-from kruntimes.pure.model.objects import NEVER_US, Object, PodSlot, Reservation, RuntimePod, Snapshot, epoch_us
-from kruntimes.pure.model.plan import Bind, Plan, PodScore, Wait
-from kruntimes.pure.placement import MAX_CLASSES, MIN_PODS, Placed, place
+from kruntimes.pure.model.objects import NEVER_US, Object, PodSlot, Reservation, Run, RuntimePod, Snapshot, epoch_us
+from kruntimes.pure.model.plan import Bind, CycleError, Plan, PodScore, Wait
+from kruntimes.pure.placement import MAX_CLASSES, MIN_PODS, Placed, place, proven_for
 from kruntimes.pure.planner import plan_cycle, precheck
 from kruntimes.pure.plugins.affinity import RunAffinity
 from kruntimes.pure.plugins.availability import RuntimePodAvailability
@@ -42,7 +46,7 @@ from kruntimes.pure.plugins.workspace import WorkspacePlacement
 from kruntimes.pure.snapshot import CandidateSlots
 from kruntimes.pure.state.cluster import EMPTY_STATE, NAIVE_PROBE, NO_PROBE, Event, apply, from_objects
 from tests.conftest import examples, reached
-from tests.builders import NOW, active_run, affinity_json, decoded_pod, decoded_run, term
+from tests.builders import NOW, active_run, affinity_json, decoded_pod, decoded_run, decoded_workspace, term
 from tests.pure.large_world import large_worlds, renamed
 from tests.pure.ranking_world import NAMESPACE, RUNTIME, World, worlds
 from tests.pure.spec_oracle import OracleBind
@@ -111,8 +115,8 @@ def test_the_index_chooses_the_pod_scores_and_rejections_of_the_full_scan(world:
         event("scan only")
         assert not snapshot.pods or snapshot.now.tzinfo is None
         return
-    assert isinstance(placed, Success) and isinstance(full, Success)
-    plan, chosen = placed.unwrap()
+    assert isinstance(full, Success)
+    plan, chosen = placed
     expected = full.unwrap()
     event(f"{type(expected).__name__}, {len(snapshot.pods)} pods" if len(snapshot.pods) < 10 else f"{type(expected).__name__}, many pods")
     assert type(plan) is type(expected)
@@ -122,7 +126,7 @@ def test_the_index_chooses_the_pod_scores_and_rejections_of_the_full_scan(world:
     assert isinstance(plan, Bind) and isinstance(expected, Bind)
     assert (plan.pod, plan.pod_uid, plan.rejections) == (expected.pod, expected.pod_uid, expected.rejections)
     assert chosen == expected.scores[0]
-    assert len(plan.ranking) == len(expected.ranking)
+    assert (len(plan.ranking), len(plan.scores)) == (len(expected.ranking), len(expected.scores))
     # Read later, the index's plan ranks every feasible pod as the scan does.
     assert tuple(plan.ranking) == tuple(expected.ranking) and tuple(plan.scores) == tuple(expected.scores)
     if len(expected.ranking) > 101 and len({row.by_plugin for row in expected.scores[:3]}) < 3:
@@ -205,8 +209,7 @@ def decided_as_the_oracle_says(world: World) -> Decided:
     run = snapshot.run
     if run is None or precheck(snapshot) is not None:
         return Decided(snapshot, plan, None)
-    found = place(run, snapshot, DEFAULT_REGISTRY)
-    placed = None if found is None else found.unwrap()
+    placed = place(run, snapshot, DEFAULT_REGISTRY)
     if placed is not None and isinstance(expected, OracleBind):
         pod, by_plugin, total = expected.scores[0]
         assert placed.chosen == PodScore(pod, by_plugin, total)
@@ -375,6 +378,22 @@ def test_a_snapshot_without_the_pods_hosting_targets_is_planned_by_the_scan() ->
     assert isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 1)
 
 
+def test_a_pod_hosting_a_target_is_judged_apart_from_the_pods_loaded_alike() -> None:
+    """``p000`` hosts the only Run labelled ``app=db``; ``p001``–``p009`` are as loaded (a Run
+    labelled ``app=web`` each): only ``p000`` is feasible for a Run requiring ``app=db``."""
+    run = decoded_run("r", affinity=affinity_json(required=[term({"app": "db"})]))
+    targets = [loaded(f"p{n:03d}", {"app": "db" if n == 0 else "web"}, 0) for n in range(10)]
+    plan, by_index = planned(World(run, (*pods(0, 130), *targets, run), ()))
+    assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 1)
+
+
+def test_the_workspace_pod_is_judged_apart_from_the_pods_loaded_alike() -> None:
+    run = decoded_run("r", workspace="ws")
+    world = World(run, (*pods(0, 130), decoded_workspace("ws", bound_pod="p005"), run), ())
+    plan, by_index = planned(world)
+    assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p005", 1)
+
+
 def test_a_run_whose_terms_match_on_more_than_a_quarter_of_the_pods_is_planned_by_the_scan() -> None:
     run = decoded_run("r", affinity=affinity_json(anti_required=[term({"app": "db"})]))
     targets = [loaded(f"p{n:03d}", {"app": "db"}, 0) for n in range(0, 130, 4)]  # 33 of 130
@@ -402,6 +421,24 @@ def test_a_naive_clock_is_planned_by_the_scan() -> None:
     assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 130)
 
 
+def test_fewer_pods_than_the_index_needs_are_planned_by_the_scan() -> None:
+    run = decoded_run("r")
+    plan, by_index = planned(World(run, (*pods(0, MIN_PODS - 1), run), ()))
+    assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", MIN_PODS - 1)
+    assert planned(World(run, (*pods(0, MIN_PODS), run), ()))[1]
+
+
+def test_reservations_on_more_than_a_quarter_of_the_pods_are_planned_by_the_scan() -> None:
+    run = decoded_run("r")
+    held = [reservation_of(f"q{n}", f"p{n:03d}") for n in range(0, 130, 4)]  # 33 of 130
+    world = World(run, (*pods(0, 130), *(pending for pending, _ in held), run), tuple(r for _, r in held))
+    plan, by_index = planned(world)
+    assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p001", 130)
+    a_quarter = held[:32]  # 32 of 128
+    world = World(run, (*pods(0, 128), *(pending for pending, _ in a_quarter), run), tuple(r for _, r in a_quarter))
+    assert planned(world)[1]
+
+
 def test_a_quarter_of_the_pods_stale_is_planned_by_the_scan() -> None:
     run = decoded_run("r")
     spread = [stale(p) if n % 4 == 0 else p for n, p in enumerate(pods(0, 130))]  # 33 stale
@@ -409,3 +446,84 @@ def test_a_quarter_of_the_pods_stale_is_planned_by_the_scan() -> None:
     assert not by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p001", 130 - 33)
     a_quarter = [stale(p) if n % 4 == 0 else p for n, p in enumerate(pods(0, 128))]  # 32 of 128
     assert planned(World(run, (*a_quarter, run), ()))[1]
+
+
+# --- a plugin that fails or breaks its contract: the cycle fails as the scan fails it ------------
+
+BROKEN = CycleError("PluginError", "the plugin's store is unreachable")
+
+
+def _is_eight(slot: PodSlot) -> bool:
+    return slot.pod.capacity == EIGHT.capacity
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _FaultyFilter:
+    """A filter claiming the fast path whose prepare fails (``fault == "prepare"``) or that
+    refuses the pods with room for eight runs for a reason it never declared."""
+
+    fault: str
+    name: ClassVar[str] = "Faulty"
+    reasons: ClassVar[frozenset[str]] = frozenset({"Declared"})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {"Declared": "capacity"}
+    fast_path: ClassVar[bool] = True
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        if self.fault == "prepare":
+            return Failure(BROKEN)
+        return Success(BatchFilter(self.judge, self.select))
+
+    def judge(self, slot: PodSlot) -> str | None:
+        return "Undeclared" if _is_eight(slot) else None
+
+    def select(self, slots: Sequence[PodSlot]) -> Selection:
+        return rejected_as("Undeclared", len(slots), [slot for slot in slots if not _is_eight(slot)])
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return reason
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _FaultyScore:
+    """A score plugin claiming the fast path whose prepare fails, that returns one raw score
+    too few (and normalizes them to as many as there are pods) or one normalized score too
+    few, or that scores the pods with room for eight runs above 100 or below 0."""
+
+    fault: str
+    name: ClassVar[str] = "Faulty"
+    fast_path: ClassVar[bool] = True
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        if self.fault == "prepare":
+            return Failure(BROKEN)
+        short = self.fault == "raw"
+        return Success(lambda slots: tuple(int(_is_eight(slot)) for slot in slots)[short:])
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        out = {"above": 101, "below": -1}.get(self.fault, 0)
+        scores = tuple(out * value for value in raw)
+        return {"raw": (*scores, 0), "normalized": scores[1:]}.get(self.fault, scores)
+
+
+@pytest.mark.parametrize(
+    "kind, fault",
+    [("filter", "prepare"), ("filter", "reason"), ("score", "prepare"), ("score", "raw"), ("score", "normalized"), ("score", "above"), ("score", "below")],
+)
+def test_a_plugin_that_fails_or_breaks_its_contract_fails_the_cycle_as_the_scan_does(kind: str, fault: str) -> None:
+    run = decoded_run("r")
+    world = World(run, (*pods(0, 100), *pods(100, 130, EIGHT), run), ())
+    snapshot = world.snapshot()
+    registry = must(
+        DEFAULT_REGISTRY.register_filter("Faulty", partial(_FaultyFilter, fault))
+        if kind == "filter"
+        else DEFAULT_REGISTRY.register_score("Faulty", 1, partial(_FaultyScore, fault))
+    )
+    assert proven_for(registry)
+    full = plan_cycle(scanned(snapshot), registry)
+    assert isinstance(full, Failure)
+    assert plan_cycle(snapshot, registry) == full

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from functools import reduce
 
 import pytest
@@ -13,10 +14,12 @@ from kruntimes.pure.planner import plan_cycle
 from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.state.cluster import ClusterState, Event, apply, from_objects
 from kruntimes.pure.ledger import sync, EMPTY_LEDGER, Ledger, reserve
-from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, Snapshot
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, LabelSelector, Labels, Run, RunKey, SchedulerConfig, Snapshot
+from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.snapshot import take
 from tests.builders import (
     NOW,
+    Json,
     active_run,
     affinity_json,
     decoded_pod,
@@ -57,11 +60,27 @@ BLUE_AFFINITY = affinity_json(preferred=[(1, term({"zone": "blue"}))])
     ids=["absent", "active", "finished", "no runtime"],
 )
 def test_a_run_the_cycle_will_not_plan_gets_no_pods(run: Run | None) -> None:
+    """It still gets its key, the time, the configuration and the reservation the ledger holds for it."""
     state = world(decoded_pod("a"), *([run] if run is not None else []))
-    snapshot = snap(state, "r")
+    pending = decoded_run("r")
+    ledger = reserved(EMPTY_LEDGER, world(decoded_pod("a"), pending), pending, "a")
+    config = SchedulerConfig(heartbeat_stale_after=timedelta(seconds=30))
+    snapshot = take(state, ledger, RunKey("default", "r"), NOW, config)
     assert snapshot.run == run
     assert snapshot.pods == ()
     assert snapshot.targets == ()
+    assert (snapshot.key, snapshot.now, snapshot.config) == (RunKey("default", "r"), NOW, config)
+    assert snapshot.reservation == (None if run is None else ledger.get("default", pending.uid))
+    assert run is None or snapshot.reservation is not None
+
+
+def test_the_cycle_judges_heartbeats_by_the_configuration_it_was_given() -> None:
+    """A heartbeat 20 s old is fresh under a 30 s bound (stale under the default 15 s)."""
+    pod = replace(decoded_pod("a"), heartbeat_at=NOW - timedelta(seconds=20))
+    state = world(pod, decoded_run("r"))
+    patient = SchedulerConfig(heartbeat_stale_after=timedelta(seconds=30))
+    plan = plan_cycle(take(state, EMPTY_LEDGER, RunKey("default", "r"), NOW, patient)).unwrap()
+    assert isinstance(plan, Bind) and plan.pod == "a"
 
 
 def test_candidates_are_the_pods_of_the_runs_namespace_and_runtime() -> None:
@@ -95,6 +114,17 @@ def test_usage_is_actual_plus_reserved() -> None:
     assert usage == {"a": {"cpu": 4, "runs": 3}, "b": {}}
 
 
+@pytest.mark.parametrize("pods", [2, 9], ids=["few pods", "many pods"])
+def test_a_run_bound_to_a_reserved_pod_after_the_reservation_adds_to_its_usage(pods: int) -> None:
+    """Among few pods and among many (where the snapshot reads the reserved pod's slot alone)."""
+    r1, r2 = decoded_run("r1", requests={"cpu": "2"}), decoded_run("r2")
+    state = world(*(decoded_pod(f"p{n}", capacity={"cpu": "8", "runs": "9"}) for n in range(pods)), r1, r2)
+    ledger = reserved(EMPTY_LEDGER, state, r1, "p0")
+    state = apply(state, Event("ADDED", active_run("busy", "p0", requests={"cpu": "1"})))
+    usage = {slot.pod.name: dict(slot.usage) for slot in snap(state, "r2", ledger).pods}
+    assert usage["p0"] == {"cpu": 3, "runs": 2}
+
+
 def test_targets_are_the_active_runs_matching_one_of_the_runs_terms() -> None:
     state = world(
         decoded_run("r", affinity=affinity_json(required=[term({"zone": "blue"})], anti_required=[term({"noisy": "yes"})])),
@@ -122,6 +152,40 @@ def test_reservations_of_the_namespace_are_assumed_targets_but_never_the_runs_ow
     snapshot = snap(state, "r", ledger)
     assert [(t.run_uid, t.pod, t.assumed) for t in snapshot.targets] == [("uid-run-default-peer", "a", True)]
     assert snapshot.reservation == ledger.get("default", run.uid)
+
+
+def test_a_reservation_made_by_pod_name_alone_is_a_target_on_that_pod() -> None:
+    run = decoded_run("r", affinity=BLUE_AFFINITY)
+    peer = decoded_run("peer", labels={"zone": "blue"})
+    state = world(decoded_pod("a", capacity={"runs": "9"}), run, peer)
+    held = reserved(EMPTY_LEDGER, state, peer, "a").get("default", peer.uid)
+    assert held is not None
+    ledger = Ledger(pdict({"default": pdict({peer.uid: replace(held, pod_uid="")})}))
+    assert [(t.run_uid, t.pod, t.assumed) for t in snap(state, "r", ledger).targets] == [("uid-run-default-peer", "a", True)]
+
+
+@pytest.mark.parametrize("on_a", ["x1", "x2"])
+@pytest.mark.parametrize("every_target", [False, True])
+def test_two_active_runs_sharing_a_uid_are_one_target_on_the_first_pod_by_name(on_a: str, every_target: bool) -> None:
+    run = decoded_run("r", affinity=BLUE_AFFINITY)
+    runs = [active_run(name, "a" if name == on_a else "b", labels={"zone": "blue"}, uid="dup") for name in ("x1", "x2")]
+    other = active_run("y", "c", labels={"zone": "blue"})
+    state = world(decoded_pod("a"), decoded_pod("b"), decoded_pod("c"), run, *runs, other)
+    snapshot = take(state, EMPTY_LEDGER, run.key, NOW, DEFAULT_CONFIG, every_target=every_target)
+    assert [(t.run_uid, t.pod) for t in snapshot.targets] == [("dup", "a"), (other.uid, "c")]
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [term({"zone": "blue"}), term({"zone": "blue", "tier": "gold"}), term(expressions=[expression("zone", "NotIn", ["red"])])],
+)
+def test_every_target_keeps_each_matching_run_on_a_pod(selector: Json) -> None:
+    run = decoded_run("r", affinity=affinity_json(preferred=[(1, selector)]))
+    on_a = [active_run(name, "a", labels={"zone": "blue", "tier": "gold"}) for name in ("x1", "x2")]
+    state = world(decoded_pod("a"), run, *on_a)
+    every = take(state, EMPTY_LEDGER, run.key, NOW, DEFAULT_CONFIG, every_target=True)
+    assert [t.run_uid for t in every.targets] == [r.uid for r in on_a]
+    assert [t.run_uid for t in snap(state, "r").targets] == [on_a[0].uid]  # one per pod and selector
 
 
 def test_a_run_both_bound_and_observed_is_one_active_target() -> None:

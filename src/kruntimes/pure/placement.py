@@ -35,8 +35,11 @@ it (``fast_path``: the five built-in ones do, in any subset, order and
 weights); a snapshot not cut by ``snapshot.take``, a naive clock, fewer than
 :data:`MIN_PODS` pods, more than :data:`MAX_CLASSES` load classes, or more than
 a quarter of the pods reserved or singled out go to the scan (there the units
-are nearly the pods, and the scan's whole-list filters are cheaper). The Bind's ranking and scores
-are the scan's, computed when read (cycle log, ``explain``, ``simulate``).
+are nearly the pods, and the scan's whole-list filters are cheaper). So does a
+plugin that fails or breaks its contract (a failed prepare, an undeclared reason,
+scores of the wrong number or outside 0..100): the scan meets the same fault and
+fails the cycle as it always does. The Bind's ranking and scores are the scan's,
+computed when read (cycle log, ``explain``, ``simulate``).
 
 This is a purely computational module with no side effects.
 """
@@ -46,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, TypeVar, final
 
-from returns.result import Failure, Result, Success
+from returns.result import Result, Success
 
 from kruntimes.pure.framework.batch import BatchFilter
 from kruntimes.pure.framework.interface import MAX_SCORE, MIN_SCORE, ScoresUnits
@@ -92,11 +95,7 @@ def fast_plan(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Plan, 
     """The plan ``plan_cycle`` would make after ``precheck``, or ``None`` when only the
     scan can say (see the module docstring)."""
     placed = place(run, snapshot, registry)
-    if placed is None:
-        return None
-    if not isinstance(placed, Success):
-        return Failure(placed.failure())
-    return Success(placed.unwrap().plan)
+    return None if placed is None else Success(placed.plan)
 
 
 def place(
@@ -107,7 +106,7 @@ def place(
     max_classes: int = MAX_CLASSES,
     singled_out_share: int = SINGLED_OUT_SHARE,
     min_pods: int = MIN_PODS,
-) -> Result[Placed, CycleError] | None:
+) -> Placed | None:
     """:func:`fast_plan` with the chosen pod's scores; the limits are the points at
     which the scan is cheaper (a share of 0: never for singled-out pods)."""
     pods = snapshot.pods
@@ -138,7 +137,7 @@ def place(
                 probe = slot.pod.available_probe_us
                 if probe is None or (probe != NEVER_US and probe < oldest_us):
                     single[slot.pod.name] = slot
-    if hosts is not None and run.affinity.all_terms():
+    if hosts:  # the pods hosting a target, per selector of the Run's terms (none without terms)
         for on in hosts.values():
             for name in on:
                 found = index.slot(name)
@@ -190,24 +189,27 @@ def _slot_name(slot: PodSlot) -> str:
     return slot.pod.name
 
 
-def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]) -> Result[Placed, CycleError]:
+def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]) -> Placed | None:
+    """The plan from the units, or ``None`` when a plugin fails or breaks its contract: the
+    scan then meets the same fault and reports it as it always does (naming the pod it
+    sees first, which need not be a unit's representative)."""
     prepared = prepare_filters(run, snapshot, registry)
     if not isinstance(prepared, Success):
-        return Failure(prepared.failure())
+        return None
     chain = prepared.unwrap()
     counts: dict[tuple[int, str], int] = {}
     feasible: list[_Unit] = []
     # Pods judged alone go through the filters as the scan sends its pods, a whole list at a
-    # time (every filter of a proven profile prepares one); a unit of many, one
-    # representative call per filter.
+    # time (a filter claiming ``fast_path`` prepares one: FilterPlugin.fast_path); a unit of
+    # many, one representative call per filter.
     alone: Sequence[PodSlot] = [unit.slot for unit in units if unit.size == 1]
     for index, _, pod_filter in chain:
         if not alone:
             break
-        assert isinstance(pod_filter, BatchFilter), "proven_for admits only filters with a whole-list form"
+        assert isinstance(pod_filter, BatchFilter)  # what fast_path promises (FilterPlugin.fast_path)
         alone, rejected = pod_filter.select(alone)
         for reason, count in rejected.items():
-            counts[(index, reason)] = counts.get((index, reason), 0) + count
+            counts[(index, reason)] = count  # each filter once, before the units: a new key
     feasible.extend(_Unit(slot, 1) for slot in alone)
     for unit in units:
         if unit.size == 1:
@@ -224,10 +226,10 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
     if counts:
         table = rejection_table(registry, counts)
         if not isinstance(table, Success):
-            return Failure(table.failure())
+            return None
         rejections = table.unwrap()
     if not feasible:
-        return Success(Placed(Wait(wait_message(run, registry, rejections), rejections), None))
+        return Placed(Wait(wait_message(run, registry, rejections), rejections), None)
 
     slots = tuple(unit.slot for unit in feasible)
     sizes = [unit.size for unit in feasible]
@@ -242,16 +244,13 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
         else:
             prepared_score = plugin.prepare(run, snapshot)
             if not isinstance(prepared_score, Success):
-                return Failure(prepared_score.failure())
-            scores = plugin.normalize(prepared_score.unwrap()(slots))
-        for i, value in enumerate(scores):
-            if not MIN_SCORE <= value <= MAX_SCORE:
-                return Failure(
-                    CycleError(
-                        "ScoreError",
-                        f'score plugin "{entry.name}" pod "{slots[i].pod.name}" returned {value} outside 0..100',
-                    )
-                )
+                return None
+            raw = prepared_score.unwrap()(slots)
+            if len(raw) != len(slots):
+                return None
+            scores = plugin.normalize(raw)
+        if len(scores) != len(slots) or min(scores) < MIN_SCORE or max(scores) > MAX_SCORE:
+            return None
         columns.append(scores)
         weight = entry.weight
         totals = [total + value * weight for total, value in zip(totals, scores)]
@@ -267,7 +266,7 @@ def _decide(run: Run, snapshot: Snapshot, registry: Registry, units: list[_Unit]
         scores=_Later(deferred, n, _rows),
         rejections=rejections,
     )
-    return Success(Placed(bind, chosen))
+    return Placed(bind, chosen)
 
 
 @final

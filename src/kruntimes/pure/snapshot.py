@@ -211,7 +211,7 @@ def _pod_slots(
 
 
 def _targets(
-    state: ClusterState, ledger: Ledger, run: Run, every_target: bool = False
+    state: ClusterState, ledger: Ledger, run: Run, every_target: bool
 ) -> tuple[Sequence[Target], dict[LabelSelector, frozenset[str]]]:
     """Active Runs and reservations of the namespace matching any of the Run's terms
     (of the active ones, one per pod and selector unless ``every_target``; see
