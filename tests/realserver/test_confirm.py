@@ -81,6 +81,6 @@ def test_a_bind_lost_on_the_way_frees_its_slot_after_the_hold_under_deploy_rbac(
     # the hold is 2 s; then one read settles the lost write and the slot is planned again
     bound = wait_until(scheduled, timeout=45, interval=0.2, what="a Run bound to the slot the lost write held")
     assert len(bound) == 1
-    refused = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage().lower() or "403" in r.getMessage()]
+    refused = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage().lower() or "HTTP 403" in r.getMessage()]
     refused += [str(getattr(r, "error", "")) for r in caplog.records if "forbidden" in str(getattr(r, "error", "")).lower()]
     assert not refused, refused
