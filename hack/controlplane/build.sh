@@ -23,15 +23,19 @@ fi
 build() {  # name, version, module dir, package, extra flags...
     local name="$1" version="$2" dir="$3" package="$4"; shift 4
     local target="$cache/$name-$version/$name"
+    mkdir -p "$(dirname "$target")"
+    # One build at a time per binary: a second caller waits for the first one's result.
+    exec 9>"$target.lock"
+    flock 9
     if [[ ! -x "$target" ]]; then
         echo "building $name $version (once; cached in $cache)" >&2
-        mkdir -p "$(dirname "$target")"
         local started=$SECONDS
         # -mod=readonly: go.sum is complete in the repository; nothing is resolved anew.
         (cd "$here/$dir" && GOFLAGS="-mod=readonly" go build -trimpath "$@" -o "$target.partial" "$package")
         mv "$target.partial" "$target"
         echo "built $name $version in $((SECONDS - started)) s" >&2
     fi
+    exec 9>&-
     echo "$name=$target"
 }
 

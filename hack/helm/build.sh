@@ -20,9 +20,12 @@ if ! command -v go >/dev/null; then
 fi
 
 target="$cache/helm-$HELM_VERSION/helm"
+mkdir -p "$(dirname "$target")"
+# One build at a time: a second caller waits for the first one's result.
+exec 9>"$target.lock"
+flock 9
 if [[ ! -x "$target" ]]; then
     echo "building helm $HELM_VERSION (once; cached in $cache)" >&2
-    mkdir -p "$(dirname "$target")"
     started=$SECONDS
     # -mod=readonly: go.sum is complete in the repository; nothing is resolved anew.
     (cd "$here" && CGO_ENABLED=0 GOFLAGS="-mod=readonly" go build -trimpath \
