@@ -201,8 +201,9 @@ def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
     standby = server_scheduler(identity="beta", leader_election=election)
     assert wait_until(lambda: any(p.capacity.get("runs") == 2 for p in standby.state.get().pods_of("default", "python")), what="standby cache")
 
-    # the standby's pod watches fail from now on (its lists still work); the pod shrinks to one slot
-    server.faults.error(500, "pods", verbs=("watch",), count=None, user_agent="kruntimes-scheduler/beta")
+    # the standby's pod watches and lists fail from now on (a failed watch relists, which would
+    # refresh its cache at a time the machine's load decides); the pod shrinks to one slot
+    blind = server.faults.error(500, "pods", verbs=("watch", "list"), count=None, user_agent="kruntimes-scheduler/beta")
     server.faults.drop_watches("pods")
     server_kube.patch("/apis/kruntimes.io/v1alpha1/namespaces/default/runtimes/python",
                       json.dumps({"spec": {"capacity": {"resources": {"runs": "1"}}}})).unwrap()
@@ -215,6 +216,9 @@ def test_a_standby_with_a_stale_cache_refreshes_it_before_planning(
     make_run(server_kube, "second")
     wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits")
 
+    # the standby's lists work again: its informer relists after its back-off (seconds by now),
+    # its takeover relists at once, before it plans
+    server.faults.remove(blind)
     assert leader.stop(timeout=10)  # releases the lease: the standby takes over at once
     assert standby.wait_leading(30)  # the lease, a fresh relist, then workers
     make_run(server_kube, "third")  # a fresh key for the new leader; "second" was re-planned on taking over
