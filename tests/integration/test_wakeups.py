@@ -42,6 +42,24 @@ def parked(sched: object) -> bool:
     return sched.metrics.value("kruntimes_scheduler_waiting_runs", {"reason": "capacity"}) == 1
 
 
+def wait_parked(sched: object, name: str) -> None:
+    """Wait for :func:`parked`; on a timeout, say where the Run is in the scheduler's queue."""
+    from kruntimes.effects.runner import Scheduler
+    from kruntimes.pure.model.objects import RunKey
+
+    assert isinstance(sched, Scheduler)
+    try:
+        wait_until(lambda: parked(sched), timeout=30, what=f"{name} parked")
+    except AssertionError as error:
+        queue, key = sched._queue, RunKey("default", name)
+        where = "no queue" if queue is None else (
+            f"waiting {queue.waiting()}, in the parking lot: {key in queue.parking}, "
+            f"work queue heads {queue.work.heads()}, depth {queue.depth()}, unseen {dict(queue._unseen)}, "
+            f"held {dict(queue._held)}, ledger {sched.ledger.get()}"
+        )
+        raise AssertionError(f"{error}: {where}") from None
+
+
 def test_a_run_waiting_for_capacity_is_bound_on_its_release_not_at_the_safety_net(
     server: Server, server_kube: Kube, server_scheduler: SchedulerFactory
 ) -> None:
@@ -52,7 +70,7 @@ def test_a_run_waiting_for_capacity_is_bound_on_its_release_not_at_the_safety_ne
     wait_until(lambda: assigned(server_kube, "holder"), timeout=30, what="holder bound")
     make_run(server_kube, "waiter")
     wait_until(lambda: waiting(server_kube, "waiter"), timeout=30, what="waiter waits")
-    wait_until(lambda: parked(sched), timeout=30, what="waiter parked")
+    wait_parked(sched, "waiter")
     before = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "capacity_released"})
     set_run_phase(server_kube, "holder", "Succeeded")
     assert wait_until(lambda: assigned(server_kube, "waiter"), timeout=WOKEN, what="waiter woken by the release") == "python-0"
@@ -70,7 +88,7 @@ def test_a_run_waiting_for_capacity_is_bound_when_a_new_pod_is_ready_not_at_the_
     wait_until(lambda: assigned(server_kube, "first"), timeout=30, what="first bound")
     make_run(server_kube, "second")
     wait_until(lambda: waiting(server_kube, "second"), timeout=30, what="second waits")
-    wait_until(lambda: parked(sched), timeout=30, what="second parked")
+    wait_parked(sched, "second")
     server_kube.patch(f"{RUNTIMES}/python", json.dumps({"spec": {"replicas": 2}})).unwrap()
     assert wait_until(lambda: assigned(server_kube, "second"), timeout=WOKEN, what="second woken by the new pod") == "python-1"
     woken = sched.metrics.value("kruntimes_scheduler_pending_run_wakeups_total", {"source": "runtime_pod"})
