@@ -184,6 +184,7 @@ def test_a_pod_admits_only_runs_of_its_own_runtime_and_a_pod_gone_admits_nobody(
     """A parked key's Run may have been recreated for another runtime since it was parked."""
     objects = [decoded_pod("a", capacity={"runs": "3"}), decoded_run("w0"), decoded_run("moved", runtime="go")]
     assert _admitted(objects, ["w0", "moved"]) == ["w0"]
+    assert _admitted(objects, ["moved", "w0"]) == ["w0"]  # ahead in line, it holds back nobody
     assert _admitted(objects, ["w0"], pod="gone") == []
 
 

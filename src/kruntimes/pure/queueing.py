@@ -256,10 +256,10 @@ def admit(
         if run is None or not run.status.pending or not run.runtime:
             continue
         if base is None or group != (key.namespace, run.runtime):  # the pod as the Runs of its group see it
-            group = (key.namespace, run.runtime)
-            base = pod_slot(state, ledger, key.namespace, run.runtime, pod)
-            if base is None:
-                break  # not a pod of this group (any more)
+            found = pod_slot(state, ledger, key.namespace, run.runtime, pod)
+            if found is None:
+                continue  # not a pod of this Run's group (it was recreated for another runtime)
+            group, base = (key.namespace, run.runtime), found
         slot = PodSlot(base.pod, plus_reserved(base.usage, extra)) if extra else base
         if not slot.pod.available(now, config.stale_after()) or not fits(slot.pod.capacity, slot.usage, _ONE_RUN):
             break  # no room left for anyone: decided before any Run's snapshot is cut
