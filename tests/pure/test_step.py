@@ -8,14 +8,21 @@ document, the Event and what the queue does next.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import ClassVar, final
 
 import pytest
+from returns.result import Result, Success
 
 from kruntimes.pure import step as steps
+from kruntimes.pure.framework.interface import FilterPlugin, ParkKind, PendingMessage, PodFilter
+from kruntimes.pure.framework.registry import Registry
 from kruntimes.pure.ledger import EMPTY_LEDGER, Ledger, hold, reserve, without_namespace
-from kruntimes.pure.model.objects import DEFAULT_CONFIG, Object, Run, RunKey
-from kruntimes.pure.model.plan import Bind, Wait
+from kruntimes.pure.model.objects import DEFAULT_CONFIG, Condition, Object, PodSlot, Run, RunKey, Snapshot
+from kruntimes.pure.model.plan import Bind, CycleError, Wait
+from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.state.cluster import ClusterState, Event, apply
 from kruntimes.pure.step import (
     AWAIT_BIND_REQUEUE,
@@ -59,6 +66,7 @@ def test_a_bind_reserves_the_chosen_pod_and_asks_for_the_scheduled_write() -> No
     write = step.write
     assert write is not None
     assert (write.patch.phase, write.patch.assigned_pod, write.patch.message) == ("Scheduled", "a", "")
+    assert write.patch.conditions == (Condition("Scheduled", "True", "Assigned", "assigned to runtime pod a", NOW),)
     reservation = step.ledger.get("default", write.run.uid)
     assert reservation is not None and (reservation.pod, reservation.resource_version) == ("a", "1")
     # the Event and the metrics are earned only by a write that lands
@@ -70,6 +78,7 @@ def test_a_wait_writes_the_pending_status_earns_failed_scheduling_and_parks_the_
     assert step.write is not None and step.write.purpose == "wait"
     assert step.write.patch.phase == "Pending"
     assert step.write.patch.message == 'waiting for available runtime pods for runtime "python"'
+    assert step.write.patch.conditions == (Condition("Scheduled", "False", "Unschedulable", step.write.patch.message, NOW),)
     why = '0/0 Runtime Pods available: no Runtime Pod of runtime "python" in the namespace'
     assert step.settled == steps.Settled(
         "waiting", Park("unfit"), EventNote("Warning", "FailedScheduling", why), sync="no_pods"
@@ -106,12 +115,15 @@ def test_a_terminal_plan_writes_the_terminal_status_then_forgets_the_key(run: Ru
     assert step.settled.sync == ("selection_error" if reason == "InvalidAffinity" else None)
 
 
-def test_a_run_inside_its_retry_back_off_is_delayed_and_nothing_is_written() -> None:
+@pytest.mark.parametrize("elapsed", [1.0, 1.5])
+def test_a_run_inside_its_retry_back_off_is_delayed_and_nothing_is_written(elapsed: float) -> None:
     failed: dict[str, object] = {"type": "Running", "status": "False", "reason": "Retrying", "lastTransitionTime": at(-1)}
-    run = decoded_run("r", phase="Pending", attempt=3, conditions=[failed])  # back-off 2 s, 1 s elapsed
-    step = transact(world(decoded_pod("a"), run), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
+    run = decoded_run("r", phase="Pending", attempt=3, conditions=[failed])  # back-off 2 s, from 1 s ago
+    now = NOW + timedelta(seconds=elapsed - 1.0)
+    step = transact(world(decoded_pod("a"), run), EMPTY_LEDGER, KEY, now, DEFAULT_CONFIG)
     assert step.write is None
-    assert step.settled == steps.Settled("delayed", RequeueAfter(1.0))
+    assert step.settled == steps.Settled("delayed", RequeueAfter(2.0 - elapsed))
+    assert steps.landing(step, Keep()) == ("", None)
 
 
 @pytest.mark.parametrize(
@@ -130,6 +142,7 @@ def test_a_run_awaiting_its_binds_observation_is_not_planned_again() -> None:
     again = transact(state, first.ledger, KEY, NOW, DEFAULT_CONFIG)
     assert again.write is None and again.ledger == first.ledger
     assert again.settled == steps.Settled("skipped", RequeueAfter(AWAIT_BIND_REQUEUE))
+    assert steps.landing(again, Keep()) == ("a", None)
 
 
 def test_a_cycle_error_backs_off_and_decides_nothing() -> None:
@@ -138,6 +151,7 @@ def test_a_cycle_error_backs_off_and_decides_nothing() -> None:
     step = transact(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG, registry)
     assert step.write is None and step.ledger is EMPTY_LEDGER
     assert (step.settled.outcome, step.settled.next, step.settled.sync) == ("cycle_error", BackOff(), "selection_error")
+    assert step.settled.why == "ScoreError"
 
 
 # --- decide: the reserve, against the latest ledger -----------------------------------------------
@@ -156,6 +170,7 @@ def test_a_reserve_that_lost_the_pod_to_another_worker_backs_off_and_writes_noth
     assert step.conflict is not None and step.conflict.reason == "NoRoom"
     # never RequeueAfter(0): a key that keeps losing the race backs off (SPEC §3.14)
     assert (step.settled.outcome, step.settled.next, step.settled.conflict) == ("reserve_conflict", BackOff(keep_claim=True), "reserve")
+    assert step.settled.why == "NoRoom"
 
 
 def test_a_required_anti_affinity_is_re_planned_inside_the_reserve() -> None:
@@ -167,6 +182,7 @@ def test_a_required_anti_affinity_is_re_planned_inside_the_reserve() -> None:
     latest = transact(state, EMPTY_LEDGER, RunKey("default", "other"), NOW, DEFAULT_CONFIG).ledger
     step = decide(planned, state, latest)
     assert isinstance(step.conflict, steps.AffinityChanged) and step.write is None
+    assert step.settled.why == "AffinityChanged"
 
 
 def test_a_stale_assigned_pod_on_a_pending_run_is_bound_like_any_pending_run() -> None:
@@ -198,6 +214,36 @@ def test_decide_on_the_very_values_it_planned_from_reuses_the_synced_ledger() ->
     assert decide(planned, state, EMPTY_LEDGER) == transact(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
 
 
+def test_a_reservation_the_state_overtook_after_the_plan_no_longer_counts_at_the_reserve() -> None:
+    """Planned while another Run's bind was reserved on the pod; by the compare-and-swap the
+    informer shows that bind landed. Its usage counts once, as a Run on the pod, not again
+    as a reservation, so the last room on the pod is still granted."""
+    state = world(decoded_pod("a", capacity={"runs": "2"}), decoded_run("r"), decoded_run("other"))
+    theirs = transact(state, EMPTY_LEDGER, RunKey("default", "other"), NOW, DEFAULT_CONFIG)
+    assert theirs.write is not None and theirs.write.purpose == "bind"
+    planned = plan(state, theirs.ledger, KEY, NOW, DEFAULT_CONFIG)
+    observed = apply(state, Event("MODIFIED", _applied(theirs)))
+    step = decide(planned, observed, theirs.ledger)
+    assert step.conflict is None and step.write is not None and step.write.patch.assigned_pod == "a"
+    assert step.ledger.get("default", theirs.write.run.uid) is None
+    assert step.ledger.get("default", step.write.run.uid) is not None
+
+
+def test_the_reserve_re_plans_with_the_registry_the_cycle_planned_with() -> None:
+    """Without the RunAffinity filter a required anti-affinity constrains nothing, in the
+    plan and in the reserve's re-plan alike."""
+    anti = affinity_json(anti_required=[term({"app": "db"})])
+    state = world(
+        decoded_pod("a", capacity={"runs": "4"}),
+        active_run("x", "a", labels={"app": "db"}),
+        decoded_run("r", labels={"app": "db"}, affinity=anti),
+    )
+    assert isinstance(transact(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG).plan.unwrap(), Wait)
+    registry = DEFAULT_REGISTRY.without("RunAffinity").unwrap()
+    step = transact(state, EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG, registry)
+    assert step.conflict is None and step.write is not None and step.write.patch.assigned_pod == "a"
+
+
 # --- settle: a write's outcome ------------------------------------------------------------------------
 
 
@@ -211,7 +257,7 @@ def _applied(step: Step, version: str = "2") -> Run:
 def test_a_bind_that_landed_keeps_its_reservation_and_earns_scheduled() -> None:
     step = bound(world(decoded_pod("a"), decoded_run("r")))
     settled, change = settle(step, Written("2"))
-    assert change == Keep()
+    assert change == Keep() and steps.apply(step.ledger, change) == step.ledger
     assert settled == steps.Settled(
         "scheduled", Forget(), EventNote("Normal", "Scheduled", "assigned to runtime pod a"), sync="scheduled"
     )
@@ -237,11 +283,21 @@ def test_a_bind_that_definitely_did_not_land_releases_its_reservation_at_once(
     assert steps.apply(step.ledger, change) == EMPTY_LEDGER
 
 
+def test_an_ambiguous_bind_past_its_deadline_is_looked_at_again_at_once() -> None:
+    """The write can no longer land: the next cycle reads the Run without waiting."""
+    step = bound(world(decoded_pod("a"), decoded_run("r")))
+    settled, change = settle(step, Ambiguous(NOW - timedelta(seconds=5)))
+    assert settled == steps.Settled("bind_uncertain", RequeueAfter(0.0), why="ambiguous")
+    assert isinstance(change, Hold)
+    settled, _ = settle(step, Ambiguous(NOW + timedelta(seconds=0.5), retry_after=2.0))
+    assert settled.next == RequeueAfter(2.0)  # the server asked for longer than the deadline is away
+
+
 def test_an_ambiguous_bind_holds_its_reservation_until_the_deadline() -> None:
     step = bound(world(decoded_pod("a"), decoded_run("r")))
     deadline = NOW + timedelta(seconds=60)
     settled, change = settle(step, Ambiguous(deadline))
-    assert (settled.outcome, settled.next) == ("bind_uncertain", RequeueAfter(60.0))
+    assert settled == steps.Settled("bind_uncertain", RequeueAfter(60.0), why="ambiguous")
     run = step.snapshot.run
     assert run is not None and change == Hold("default", run.uid, deadline)
     held = steps.apply(step.ledger, change)
@@ -249,18 +305,25 @@ def test_an_ambiguous_bind_holds_its_reservation_until_the_deadline() -> None:
     assert held.held_until("default", run.uid) == deadline
 
 
-@pytest.mark.parametrize("outcome", [Conflict(), Refused(1.5), Ambiguous(NOW), Gone()], ids=["409", "429", "5xx", "404"])
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        (Conflict(), steps.Settled("write_failed", BackOff(), why="conflict")),
+        (Refused(1.5), steps.Settled("write_failed", BackOff(1.5), why="failed")),
+        (Ambiguous(NOW), steps.Settled("write_failed", BackOff(), why="ambiguous")),
+        (Gone(), steps.Settled("gone", Forget(), why="run gone")),
+    ],
+    ids=["409", "429", "5xx", "404"],
+)
 @pytest.mark.parametrize("purpose", ["wait", "terminal"])
-def test_a_failed_wait_or_terminal_write_only_decides_the_requeue(outcome: steps.WriteOutcome, purpose: str) -> None:
+def test_a_failed_wait_or_terminal_write_only_decides_the_requeue(
+    outcome: steps.WriteOutcome, expected: steps.Settled, purpose: str
+) -> None:
     run = decoded_run("r", cancel=True) if purpose == "terminal" else decoded_run("r")
     step = transact(world(run), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)
     assert step.write is not None and step.write.purpose == purpose
     settled, change = settle(step, outcome)
-    assert change == Keep() and settled.event is None
-    if isinstance(outcome, Gone):
-        assert settled.next == Forget()
-    else:
-        assert settled.next == BackOff(1.5 if isinstance(outcome, Refused) else 0.0)
+    assert change == Keep() and settled == expected
 
 
 def test_a_wait_or_terminal_write_that_landed_earns_its_event() -> None:
@@ -290,6 +353,7 @@ def test_before_the_deadline_the_key_waits_for_it_without_a_read() -> None:
     state, ledger, _ = _held(30)
     again = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG)
     assert again.verify is None and again.settled.next == RequeueAfter(30.0)
+    assert steps.landing(again, Keep()) == ("a", None)  # its room stays held on the pod
 
 
 def test_after_the_deadline_the_step_asks_for_a_read_and_an_unchanged_run_is_released() -> None:
@@ -297,10 +361,12 @@ def test_after_the_deadline_the_step_asks_for_a_read_and_an_unchanged_run_is_rel
     again = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG)
     check = again.verify
     assert check is not None and check.resource_version == "1"
+    # until the read is done the key comes back as a Run awaiting its bind would
+    assert again.write is None and again.settled == steps.Settled("skipped", RequeueAfter(AWAIT_BIND_REQUEUE))
     run = first.snapshot.run
     assert run is not None
     settled, change = confirm(check, run)  # the read shows the Run still at the planned-from version
-    assert (settled.outcome, settled.next) == ("released", RequeueAfter(0.0))
+    assert settled == steps.Settled("released", RequeueAfter(0.0), why="not landed")
     assert steps.apply(again.ledger, change) == EMPTY_LEDGER
 
 
@@ -310,7 +376,10 @@ def test_a_read_showing_a_newer_version_keeps_the_hold_for_the_informer_to_settl
     assert check is not None
     landed = _applied(first, "7")
     settled, change = confirm(check, landed)
-    assert change == Keep() and settled.next == RequeueAfter(AWAIT_BIND_REQUEUE)
+    assert change == Keep() and settled == steps.Settled("skipped", RequeueAfter(AWAIT_BIND_REQUEUE), why="landed")
+    # written again and still Pending (a reset for retry) is a newer version all the same
+    reset = decoded_run("r", resource_version="8", attempt=1)
+    assert confirm(check, reset) == (settled, Keep())
     # the informer's event for that version hands the reservation off to actual usage
     observed = apply(state, Event("MODIFIED", landed))
     after = transact(observed, ledger, RunKey("default", "next"), NOW, DEFAULT_CONFIG)
@@ -318,16 +387,20 @@ def test_a_read_showing_a_newer_version_keeps_the_hold_for_the_informer_to_settl
 
 
 @pytest.mark.parametrize(
-    ("read", "next_", "released"),
-    [(Gone(), Forget(), True), (Refused(3.0), BackOff(3.0), False), (Ambiguous(NOW), BackOff(), False)],
+    ("read", "expected", "released"),
+    [
+        (Gone(), steps.Settled("gone", Forget(), why="run gone"), True),
+        (Refused(3.0), steps.Settled("skipped", BackOff(3.0), why="read failed"), False),
+        (Ambiguous(NOW), steps.Settled("skipped", BackOff(), why="read failed"), False),
+    ],
     ids=["gone", "read refused", "read failed"],
 )
-def test_a_read_that_proves_nothing_keeps_the_hold(read: steps.ReadOutcome, next_: steps.Next, released: bool) -> None:
+def test_a_read_that_proves_nothing_keeps_the_hold(read: steps.ReadOutcome, expected: steps.Settled, released: bool) -> None:
     state, ledger, _ = _held(0)
     check = transact(state, ledger, KEY, NOW, DEFAULT_CONFIG).verify
     assert check is not None
     settled, change = confirm(check, read)
-    assert settled.next == next_ and isinstance(change, Release) == released
+    assert settled == expected and isinstance(change, Release) == released
 
 
 def test_a_held_reservation_goes_when_the_run_is_seen_at_a_newer_version() -> None:
@@ -352,7 +425,7 @@ def test_a_read_showing_another_run_under_the_name_releases_the_hold() -> None:
     assert check is not None
     recreated = decoded_run("r", uid="another-r", resource_version="8")
     settled, change = confirm(check, recreated)
-    assert (settled.outcome, settled.next, change) == ("released", RequeueAfter(0.0), Release("default", check.uid))
+    assert (settled, change) == (steps.Settled("released", RequeueAfter(0.0), why="replaced"), Release("default", check.uid))
 
 
 def test_a_namespace_given_up_takes_its_holds_with_it() -> None:
@@ -417,6 +490,49 @@ def test_a_wait_parks_the_run_in_the_group_of_the_change_that_could_place_it(
     step = transact(world(*objects, decoded_run("r", **spec)), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG)  # type: ignore[arg-type]  # the builder's keywords
     assert isinstance(step.plan.unwrap(), Wait), case
     assert step.settled.next == expected, case
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Refuses the pods whose name starts with ``prefix`` (reason ``Fenced``), a refusal only a
+    change of the Run's constraints can lift."""
+
+    name: str
+    prefix: str
+
+    reasons: ClassVar[frozenset[str]] = frozenset({"Fenced"})
+    park_kinds: ClassVar[Mapping[str, ParkKind]] = {"Fenced": "constraints"}
+    fast_path: ClassVar[bool] = False
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
+        def pod_filter(slot: PodSlot) -> str | None:
+            return "Fenced" if slot.pod.name.startswith(self.prefix) else None
+
+        return Success(pod_filter)
+
+    def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
+        return None
+
+    def explain(self, reason: str, slot: PodSlot, run: Run, snapshot: Snapshot) -> str:
+        return "the pod is fenced"
+
+
+def _fence(fence: Fence) -> Callable[[], FilterPlugin]:
+    return lambda: fence
+
+
+def test_a_wait_on_custom_filters_parks_as_they_declare_and_counts_their_reason_in_the_event() -> None:
+    registry: Registry = DEFAULT_REGISTRY
+    for fence in (Fence("FenceA", "a-"), Fence("FenceB", "b-")):
+        registry = registry.register_filter(fence.name, _fence(fence)).unwrap()
+    pods = (decoded_pod("a-1"), decoded_pod("a-2"), decoded_pod("b-1"), decoded_pod("c-1", ready=False))
+    step = transact(world(*pods, decoded_run("r")), EMPTY_LEDGER, KEY, NOW, DEFAULT_CONFIG, registry)
+    assert isinstance(step.plan.unwrap(), Wait)
+    # the two filters' refusals for one reason are counted together
+    why = "0/4 Runtime Pods available: 3 Fenced, 1 not ready"
+    expected = steps.Settled("waiting", Park("constraints"), EventNote("Warning", "FailedScheduling", why), sync="no_pods")
+    assert step.settled == expected
 
 
 @pytest.mark.parametrize(

@@ -440,10 +440,13 @@ def _skipped(planned: Planned, synced: Ledger, decided: Plan, now: datetime) -> 
     """A Run that is gone, not Pending, without a runtime, or awaiting its bind's observation."""
     if not (isinstance(decided, Skip) and decided.why == "awaiting bind observation"):
         return Step(planned, synced, None, Settled("skipped", Forget()))
+    # The planner awaits a bind's observation only for a Run it found with a reservation.
     run = planned.snapshot.run
+    assert run is not None
     reservation = planned.snapshot.reservation
-    until = None if run is None else synced.held_until(run.namespace, run.uid)
-    if run is None or reservation is None or until is None:
+    assert reservation is not None
+    until = synced.held_until(run.namespace, run.uid)
+    if until is None:
         return Step(planned, synced, None, Settled("skipped", RequeueAfter(AWAIT_BIND_REQUEUE)))
     if until > now:
         return Step(planned, synced, None, Settled("skipped", RequeueAfter(_seconds(until - now))))
