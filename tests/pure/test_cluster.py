@@ -91,6 +91,19 @@ def test_a_pod_relabelled_to_another_runtime_moves_groups() -> None:
     assert [p.name for p in state.pods_of("default", "node")] == ["a"]
 
 
+def test_a_state_counts_and_lists_what_it_stores() -> None:
+    """Runs, Runtime Pods and workspaces; a pod without a runtime label is not stored."""
+    ws = decoded_workspace("w", bound_pod="a")
+    run, pod = decoded_run("r"), decoded_pod("a")
+    state = added(run, pod, decoded_pod("plain", runtime=None), ws, decoded_run("s"))
+    assert len(state) == 4
+    assert list(state.workspaces()) == [ws]
+    assert list(state.pods()) == [pod]
+    state = apply(apply(state, Event("DELETED", ws)), Event("DELETED", run))
+    assert (len(state), list(state.workspaces())) == (2, [])
+    assert len(EMPTY_STATE) == 0
+
+
 def test_workspaces_are_stored_and_deleted() -> None:
     ws = decoded_workspace("w", bound_pod="a")
     state = added(ws)
