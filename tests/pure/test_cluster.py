@@ -73,6 +73,17 @@ def test_pods_are_grouped_by_namespace_and_runtime_label() -> None:
     assert state.pods_of("default", "ruby") == ()
 
 
+def test_deleting_a_pod_leaves_the_other_pods_of_its_runtime() -> None:
+    a, b, c = decoded_pod("a"), decoded_pod("b"), decoded_pod("c", runtime="node")
+    state = apply(added(a, b, c), Event("DELETED", a))
+    assert [p.name for p in state.pods_of("default", "python")] == ["b"]
+    state = apply(state, Event("MODIFIED", decoded_pod("b", runtime="node")))
+    assert state.pods_of("default", "python") == ()
+    assert [p.name for p in state.pods_of("default", "node")] == ["b", "c"]
+    state = apply(state, Event("DELETED", c))
+    assert [p.name for p in state.pods_of("default", "node")] == ["b"]
+
+
 def test_pods_without_a_runtime_label_are_not_stored() -> None:
     state = added(decoded_pod("plain", runtime=None))
     assert state.pod("default", "plain") is None

@@ -296,16 +296,13 @@ class _PodGroup:
         )
 
     def remove(self, name: str) -> _PodGroup | None:
-        """Without ``name``; ``None`` when the group empties (the same group when absent)."""
-        j = bisect_right(self.firsts, name) - 1
-        if j < 0:
-            return self
-        chunk, chunk_names = self.chunks[j], self.names[j]
-        i = bisect_left(chunk_names, name)
-        if i == len(chunk_names) or chunk_names[i] != name:
-            return self
+        """Without pod ``name``, which the group holds (``apply`` removes a pod it stored
+        only from the group of its runtime); ``None`` when the group empties."""
         if self.count == 1:
             return None
+        j = bisect_right(self.firsts, name) - 1
+        chunk, chunk_names = self.chunks[j], self.names[j]
+        i = bisect_left(chunk_names, name)
         classes = _reclass(self.classes, name, chunk[i].load_class, None)
         chunk = chunk[:i] + chunk[i + 1 :]
         chunk_names = chunk_names[:i] + chunk_names[i + 1 :]
