@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar
 
 from kruntimes.pure.model.objects import Object
-from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
+from kruntimes.pure.persistent.pdict import PDict, discard_in, pdict, set_in, update_in
 from kruntimes.pure.model.objects import (
     EMPTY_LABELS,
     LoadClass,
@@ -583,11 +583,6 @@ def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
     return slot
 
 
-def _empty() -> ClusterState:
-    return ClusterState(empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty())
-
-
-EMPTY_STATE: Final = _empty()
 
 
 # --- applying one event ------------------------------------------------------------
@@ -1043,3 +1038,7 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         _groups=pdict({k: _PodGroup.of(v) for k, v in by_runtime.items()}),
         _bound=pdict({k: pdict(v) for k, v in bound.items()}),
     )
+
+
+EMPTY_STATE: Final = from_objects(())
+"""The state holding nothing."""
