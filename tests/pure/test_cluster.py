@@ -149,6 +149,14 @@ def test_an_active_phase_without_an_assigned_pod_charges_nothing() -> None:
     assert list(state.matching_targets("default", selector(Requirement("x", "DoesNotExist")))) == []
 
 
+def test_an_active_run_whose_requests_change_charges_the_new_requests() -> None:
+    state = added(decoded_pod("a"), active_run("r", "a", requests={"cpu": "2"}, labels={"zone": "blue"}))
+    changed = active_run("r", "a", requests={"cpu": "3"}, labels={"zone": "blue"}, resource_version="2")
+    state = apply(state, Event("MODIFIED", changed))
+    assert dict(state.usage("default", "a")) == {"cpu": 3, "runs": 1}
+    assert [dict(slot.usage) for slot in state.pod_slots("default", "python")] == [{"cpu": 3, "runs": 1}]
+
+
 def test_a_run_finishing_releases_exactly_its_requests() -> None:
     state = added(
         active_run("r1", "a", requests={"cpu": "2"}),
