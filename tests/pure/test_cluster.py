@@ -242,6 +242,34 @@ def test_a_run_moved_onto_the_current_pod_counts_there() -> None:
     assert len(state.matching_targets("default", BLUE)) == 1
 
 
+def test_exists_follows_the_runs_a_replaced_pod_turns_on_and_off() -> None:
+    """The pod replaced under its name turns off the Run bound to its old uid and turns on the
+    Run bound to its new one (the first with its value); a Run bound by name alone, with the
+    value the Run turned off had, is still found by it, and one bound to a uid the pod has
+    never had (seen first) stays off without stopping the others from turning. A selector of
+    only negative requirements (which looks at every target) agrees."""
+    zone = selector(Requirement("zone", "Exists"))
+    untiered = selector(Requirement("tier", "DoesNotExist"))
+    elsewhere = active_run("r0", "a", pod_uid="a-0", labels={"zone": "green"})
+    old_bound = active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"})
+    by_name = active_run("r2", "a", labels={"zone": "blue"})
+    new_bound = active_run("r3", "a", pod_uid="a-2", labels={"zone": "red"})
+    state = added(elsewhere, decoded_pod("a", uid="a-1"), old_bound, by_name, new_bound)
+
+    def found(state: ClusterState) -> list[str]:
+        uids = sorted(t.run_uid for t in state.matching_targets("default", zone))
+        assert sorted(t.run_uid for t in state.matching_targets("default", untiered)) == uids
+        return uids
+
+    assert found(state) == sorted([old_bound.uid, by_name.uid])
+    state = apply(state, Event("MODIFIED", decoded_pod("a", uid="a-2")))
+    assert found(state) == sorted([by_name.uid, new_bound.uid])
+    assert dict(state.usage("default", "a")) == {"runs": 2}
+    state = apply(state, Event("DELETED", decoded_pod("a", uid="a-2")))
+    assert found(state) == [by_name.uid]
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+
+
 # --- pending index --------------------------------------------------------------------------------
 
 
