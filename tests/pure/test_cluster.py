@@ -324,6 +324,22 @@ def test_matching_targets_are_the_active_runs_of_the_namespace_whose_labels_matc
     assert [t.run_uid for t in negative] == ["uid-run-default-red-on-a"]
 
 
+def test_a_run_leaving_a_pod_leaves_the_other_runs_with_its_labels_there_found() -> None:
+    """Three Runs with one label on one pod; the middle one (by uid) finishes, then the first
+    is deleted: the others with that label on that pod are still found, in uid order."""
+    runs = [active_run(f"r{i}", "a", labels={"zone": "blue"}) for i in range(3)]
+    blue = selector(is_in("zone", "blue"))
+    state = added(decoded_pod("a"), *runs)
+    finished = decoded_run("r1", labels={"zone": "blue"}, phase="Succeeded", assigned_pod="a", uid=runs[1].uid)
+    state = apply(state, Event("MODIFIED", finished))
+    assert [t.run_uid for t in state.matching_targets("default", blue)] == [runs[0].uid, runs[2].uid]
+    assert {pod: [t.run_uid for t in held] for pod, held in state.matches_by_pod("default", blue).items()} == {
+        "a": [runs[0].uid, runs[2].uid]
+    }
+    state = apply(state, Event("DELETED", runs[0]))
+    assert [t.run_uid for t in state.matching_targets("default", blue)] == [runs[2].uid]
+
+
 def test_a_relabelled_active_run_is_found_by_its_new_labels_only() -> None:
     state = added(
         active_run("r", "a", labels={"zone": "blue"}),
