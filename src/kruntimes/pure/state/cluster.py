@@ -250,10 +250,10 @@ class _PodGroup:
         return None if found is None else self.chunks[found[0]][found[1]]
 
     def put(self, slot: PodSlot) -> _PodGroup:
+        """With ``slot`` added or replacing the slot of its pod (a group is never empty:
+        ``apply`` builds one with :meth:`of` for a runtime's first pod)."""
         name = slot.pod.name
         chunks, names, firsts = self.chunks, self.names, self.firsts
-        if not chunks:
-            return _PodGroup.of((slot,))
         j = max(bisect_right(firsts, name) - 1, 0)
         chunk, chunk_names = chunks[j], names[j]
         i = bisect_left(chunk_names, name)
