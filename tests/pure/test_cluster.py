@@ -149,6 +149,13 @@ def test_an_active_phase_without_an_assigned_pod_charges_nothing() -> None:
     assert list(state.matching_targets("default", selector(Requirement("x", "DoesNotExist")))) == []
 
 
+def test_a_run_requesting_only_runs_keeps_the_other_resources_its_pod_holds() -> None:
+    state = added(decoded_pod("a"), active_run("r1", "a", requests={"cpu": "2"}), active_run("r2", "a"))
+    assert dict(state.usage("default", "a")) == {"cpu": 2, "runs": 2}
+    state = apply(state, Event("DELETED", active_run("r2", "a")))
+    assert dict(state.usage("default", "a")) == {"cpu": 2, "runs": 1}
+
+
 def test_an_active_run_whose_requests_change_charges_the_new_requests() -> None:
     state = added(decoded_pod("a"), active_run("r", "a", requests={"cpu": "2"}, labels={"zone": "blue"}))
     changed = active_run("r", "a", requests={"cpu": "3"}, labels={"zone": "blue"}, resource_version="2")
