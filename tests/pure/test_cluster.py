@@ -73,6 +73,17 @@ def test_pods_are_grouped_by_namespace_and_runtime_label() -> None:
     assert state.pods_of("default", "ruby") == ()
 
 
+def test_deleting_a_pod_leaves_the_other_pods_of_its_runtime() -> None:
+    a, b, c = decoded_pod("a"), decoded_pod("b"), decoded_pod("c", runtime="node")
+    state = apply(added(a, b, c), Event("DELETED", a))
+    assert [p.name for p in state.pods_of("default", "python")] == ["b"]
+    state = apply(state, Event("MODIFIED", decoded_pod("b", runtime="node")))
+    assert state.pods_of("default", "python") == ()
+    assert [p.name for p in state.pods_of("default", "node")] == ["b", "c"]
+    state = apply(state, Event("DELETED", c))
+    assert [p.name for p in state.pods_of("default", "node")] == ["b"]
+
+
 def test_pods_without_a_runtime_label_are_not_stored() -> None:
     state = added(decoded_pod("plain", runtime=None))
     assert state.pod("default", "plain") is None
@@ -89,6 +100,19 @@ def test_a_pod_relabelled_to_another_runtime_moves_groups() -> None:
     state = added(decoded_pod("a"), decoded_pod("a", runtime="node"))
     assert state.pods_of("default", "python") == ()
     assert [p.name for p in state.pods_of("default", "node")] == ["a"]
+
+
+def test_a_state_counts_and_lists_what_it_stores() -> None:
+    """Runs, Runtime Pods and workspaces; a pod without a runtime label is not stored."""
+    ws = decoded_workspace("w", bound_pod="a")
+    run, pod = decoded_run("r"), decoded_pod("a")
+    state = added(run, pod, decoded_pod("plain", runtime=None), ws, decoded_run("s"))
+    assert len(state) == 4
+    assert list(state.workspaces()) == [ws]
+    assert list(state.pods()) == [pod]
+    state = apply(apply(state, Event("DELETED", ws)), Event("DELETED", run))
+    assert (len(state), list(state.workspaces())) == (2, [])
+    assert len(EMPTY_STATE) == 0
 
 
 def test_workspaces_are_stored_and_deleted() -> None:
@@ -123,6 +147,21 @@ def test_runs_outside_the_active_phases_charge_nothing(phase: str) -> None:
 def test_an_active_phase_without_an_assigned_pod_charges_nothing() -> None:
     state = added(decoded_run("r", phase="Running"))
     assert list(state.matching_targets("default", selector(Requirement("x", "DoesNotExist")))) == []
+
+
+def test_a_run_requesting_only_runs_keeps_the_other_resources_its_pod_holds() -> None:
+    state = added(decoded_pod("a"), active_run("r1", "a", requests={"cpu": "2"}), active_run("r2", "a"))
+    assert dict(state.usage("default", "a")) == {"cpu": 2, "runs": 2}
+    state = apply(state, Event("DELETED", active_run("r2", "a")))
+    assert dict(state.usage("default", "a")) == {"cpu": 2, "runs": 1}
+
+
+def test_an_active_run_whose_requests_change_charges_the_new_requests() -> None:
+    state = added(decoded_pod("a"), active_run("r", "a", requests={"cpu": "2"}, labels={"zone": "blue"}))
+    changed = active_run("r", "a", requests={"cpu": "3"}, labels={"zone": "blue"}, resource_version="2")
+    state = apply(state, Event("MODIFIED", changed))
+    assert dict(state.usage("default", "a")) == {"cpu": 3, "runs": 1}
+    assert [dict(slot.usage) for slot in state.pod_slots("default", "python")] == [{"cpu": 3, "runs": 1}]
 
 
 def test_a_run_finishing_releases_exactly_its_requests() -> None:
@@ -210,6 +249,34 @@ def test_a_run_moved_onto_the_current_pod_counts_there() -> None:
     assert len(state.matching_targets("default", BLUE)) == 1
 
 
+def test_exists_follows_the_runs_a_replaced_pod_turns_on_and_off() -> None:
+    """The pod replaced under its name turns off the Run bound to its old uid and turns on the
+    Run bound to its new one (the first with its value); a Run bound by name alone, with the
+    value the Run turned off had, is still found by it, and one bound to a uid the pod has
+    never had (seen first) stays off without stopping the others from turning. A selector of
+    only negative requirements (which looks at every target) agrees."""
+    zone = selector(Requirement("zone", "Exists"))
+    untiered = selector(Requirement("tier", "DoesNotExist"))
+    elsewhere = active_run("r0", "a", pod_uid="a-0", labels={"zone": "green"})
+    old_bound = active_run("r1", "a", pod_uid="a-1", labels={"zone": "blue"})
+    by_name = active_run("r2", "a", labels={"zone": "blue"})
+    new_bound = active_run("r3", "a", pod_uid="a-2", labels={"zone": "red"})
+    state = added(elsewhere, decoded_pod("a", uid="a-1"), old_bound, by_name, new_bound)
+
+    def found(state: ClusterState) -> list[str]:
+        uids = sorted(t.run_uid for t in state.matching_targets("default", zone))
+        assert sorted(t.run_uid for t in state.matching_targets("default", untiered)) == uids
+        return uids
+
+    assert found(state) == sorted([old_bound.uid, by_name.uid])
+    state = apply(state, Event("MODIFIED", decoded_pod("a", uid="a-2")))
+    assert found(state) == sorted([by_name.uid, new_bound.uid])
+    assert dict(state.usage("default", "a")) == {"runs": 2}
+    state = apply(state, Event("DELETED", decoded_pod("a", uid="a-2")))
+    assert found(state) == [by_name.uid]
+    assert dict(state.usage("default", "a")) == {"runs": 1}
+
+
 # --- pending index --------------------------------------------------------------------------------
 
 
@@ -262,6 +329,22 @@ def test_matching_targets_are_the_active_runs_of_the_namespace_whose_labels_matc
     assert [t.run_uid for t in both] == ["uid-run-default-blue-on-a"]
     negative = state.matching_targets("default", selector(Requirement("zone", "NotIn", frozenset({"blue"}))))
     assert [t.run_uid for t in negative] == ["uid-run-default-red-on-a"]
+
+
+def test_a_run_leaving_a_pod_leaves_the_other_runs_with_its_labels_there_found() -> None:
+    """Three Runs with one label on one pod; the middle one (by uid) finishes, then the first
+    is deleted: the others with that label on that pod are still found, in uid order."""
+    runs = [active_run(f"r{i}", "a", labels={"zone": "blue"}) for i in range(3)]
+    blue = selector(is_in("zone", "blue"))
+    state = added(decoded_pod("a"), *runs)
+    finished = decoded_run("r1", labels={"zone": "blue"}, phase="Succeeded", assigned_pod="a", uid=runs[1].uid)
+    state = apply(state, Event("MODIFIED", finished))
+    assert [t.run_uid for t in state.matching_targets("default", blue)] == [runs[0].uid, runs[2].uid]
+    assert {pod: [t.run_uid for t in held] for pod, held in state.matches_by_pod("default", blue).items()} == {
+        "a": [runs[0].uid, runs[2].uid]
+    }
+    state = apply(state, Event("DELETED", runs[0]))
+    assert [t.run_uid for t in state.matching_targets("default", blue)] == [runs[2].uid]
 
 
 def test_a_relabelled_active_run_is_found_by_its_new_labels_only() -> None:

@@ -211,6 +211,30 @@ def test_pod_groups_split_into_chunks_and_stay_sorted() -> None:
     assert [s.pod.name for s in state.pod_slots("default", "python")] == sorted(set(names) - set(names[::3]))
 
 
+def test_extra_usage_lands_on_its_own_pod_in_a_group_of_many_chunks() -> None:
+    """A group of 200 pods, built at once (chunks of 32) and pod by pod (chunks split at 65),
+    then with a block of names deleted (whole chunks emptied): extra usage for a few pods and
+    for many lands on each pod's own slot, in every chunk; a name not in the group takes none."""
+    names = [f"p{(i * 37) % 200:03d}" for i in range(200)]
+    pods = [decoded_pod(name, capacity={"runs": "9"}) for name in names]
+    one_by_one = EMPTY_STATE
+    for pod in pods:
+        one_by_one = apply(one_by_one, Event("ADDED", pod))
+    few: dict[str, Resources] = {"p001": {"runs": 1}, "p150": {"runs": 2}, "p199": {"runs": 3}, "gone": {"runs": 1}}
+    many: dict[str, Resources] = {name: {"runs": 1 + int(name[1:]) % 4} for name in sorted(names)[::3]}
+    many["p100"] = {}  # nothing extra: the slot as it is
+    states = [from_objects(pods), one_by_one]
+    block = [pod for pod in pods if "p040" <= pod.name < "p120"]
+    for state in list(states):
+        for pod in block:
+            state = apply(state, Event("DELETED", pod))
+        states.append(state)
+    for state in states:
+        for extra in (few, many):
+            assert state.pod_slots("default", "python", extra) == _expected_slots(state, "python", extra)
+    assert len(states[-1].pod_slots("default", "python", few)) == 120
+
+
 # --- PodScore ------------------------------------------------------------------------------------------------
 
 

@@ -348,6 +348,53 @@ def test_after_whole_chunks_of_pods_are_deleted_the_stale_pods_after_them_are_st
     assert (plan.pod, plan.rejections) == ("p192", (("RuntimePodAvailability", "RuntimePodUnavailable", 32),))
 
 
+ROOMY = ("p000", "p031", "p032", "p063", "p100", "p150", "p199")
+"""The pods with eight runs of room among 200 with four: the least loaded, first by name."""
+STALE = ("p041", "p170")
+
+
+def two_hundred_pods() -> list[RuntimePod]:
+    made = [renamed(EIGHT if f"p{n:03d}" in ROOMY else FOUR, f"p{n:03d}") for n in range(200)]
+    return [stale(p) if p.name in STALE else p for p in made]
+
+
+@pytest.mark.parametrize(
+    ("first", "stop"),
+    [(0, 32), (0, 1), (31, 33), (32, 64), (40, 42), (63, 64), (96, 160), (150, 151), (168, 200), (199, 200)],
+)
+@pytest.mark.parametrize("arrival", ["listed", "one by one"])
+def test_after_a_block_of_pods_is_deleted_the_cycle_binds_the_least_loaded_pod_left(
+    first: int, stop: int, arrival: str
+) -> None:
+    """Pods ``p<first>`` … ``p<stop - 1>`` deleted (whole chunks, a chunk's first or last pod,
+    one pod, pods across a chunk boundary; after a list, whose chunks hold 32 pods, or after
+    pods added one by one, whose chunks split at 65): the index finds every pod left and none
+    gone, and the cycle binds the least loaded pod left, as the oracle does."""
+    run = decoded_run("r")
+    every = two_hundred_pods()
+    deleted = every[first:stop]
+    kept = every[:first] + every[stop:]
+    added = [every[(n * 37) % 200] for n in range(200)] if arrival == "one by one" else []
+    listed: tuple[Object, ...] = (run,) if added else (*every, run)
+    events = (*(Event("ADDED", p) for p in added), *(Event("DELETED", p) for p in deleted))
+    world = World(run, (*kept, run), (), listed=listed, events=events)
+    got, want = world.state().load_index(NAMESPACE, RUNTIME), from_objects(kept).load_index(NAMESPACE, RUNTIME)
+    assert got is not None and want is not None
+    assert (got.count, got.slots()) == (want.count, want.slots())
+    names = [p.name for p in every]
+    at = {slot.pod.name: (position, slot) for position, slot in enumerate(want.slots())}
+    assert [p.name for p in kept] == list(at)
+    assert [got.slot(name) for name in names] == [at[name][1] if name in at else None for name in names]
+    assert got.located(names) == [at.get(name) for name in names]
+    assert got.positions_by_name() == {name: position for name, (position, _) in at.items()}
+    assert dict(got.classes.items()) == dict(want.classes.items())
+    assert got.probe_mins == tuple(map(earliest_heartbeat, got.chunks))
+    plan, by_index = planned(world)
+    assert by_index and isinstance(plan, Bind)
+    left = [name for name in ROOMY if not f"p{first:03d}" <= name < f"p{stop:03d}"]
+    assert (plan.pod, len(plan.ranking)) == (left[0], len([p for p in kept if p.name not in STALE]))
+
+
 def test_fresh_chunks_are_skipped_and_a_pod_stale_by_a_microsecond_is_still_found() -> None:
     run = decoded_run("r")
     all_pods = [stale(p) if p.name == "p100" else p for p in pods(0, 200)]

@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import Final, Literal, TypeAlias, TypeVar
 
 from kruntimes.pure.model.objects import Object
-from kruntimes.pure.persistent.pdict import PDict, discard_in, empty, pdict, set_in, update_in
+from kruntimes.pure.persistent.pdict import PDict, discard_in, pdict, set_in, update_in
 from kruntimes.pure.model.objects import (
     EMPTY_LABELS,
     LoadClass,
@@ -250,10 +250,10 @@ class _PodGroup:
         return None if found is None else self.chunks[found[0]][found[1]]
 
     def put(self, slot: PodSlot) -> _PodGroup:
+        """With ``slot`` added or replacing the slot of its pod (a group is never empty:
+        ``apply`` builds one with :meth:`of` for a runtime's first pod)."""
         name = slot.pod.name
         chunks, names, firsts = self.chunks, self.names, self.firsts
-        if not chunks:
-            return _PodGroup.of((slot,))
         j = max(bisect_right(firsts, name) - 1, 0)
         chunk, chunk_names = chunks[j], names[j]
         i = bisect_left(chunk_names, name)
@@ -296,16 +296,13 @@ class _PodGroup:
         )
 
     def remove(self, name: str) -> _PodGroup | None:
-        """Without ``name``; ``None`` when the group empties (the same group when absent)."""
-        j = bisect_right(self.firsts, name) - 1
-        if j < 0:
-            return self
-        chunk, chunk_names = self.chunks[j], self.names[j]
-        i = bisect_left(chunk_names, name)
-        if i == len(chunk_names) or chunk_names[i] != name:
-            return self
+        """Without pod ``name``, which the group holds (``apply`` removes a pod it stored
+        only from the group of its runtime); ``None`` when the group empties."""
         if self.count == 1:
             return None
+        j = bisect_right(self.firsts, name) - 1
+        chunk, chunk_names = self.chunks[j], self.names[j]
+        i = bisect_left(chunk_names, name)
         classes = _reclass(self.classes, name, chunk[i].load_class, None)
         chunk = chunk[:i] + chunk[i + 1 :]
         chunk_names = chunk_names[:i] + chunk_names[i + 1 :]
@@ -586,11 +583,6 @@ def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
     return slot
 
 
-def _empty() -> ClusterState:
-    return ClusterState(empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty(), empty())
-
-
-EMPTY_STATE: Final = _empty()
 
 
 # --- applying one event ------------------------------------------------------------
@@ -1046,3 +1038,7 @@ def from_objects(objects: Iterable[Object]) -> ClusterState:
         _groups=pdict({k: _PodGroup.of(v) for k, v in by_runtime.items()}),
         _bound=pdict({k: pdict(v) for k, v in bound.items()}),
     )
+
+
+EMPTY_STATE: Final = from_objects(())
+"""The state holding nothing."""
