@@ -434,6 +434,15 @@ def test_a_pod_hosting_a_target_is_judged_apart_from_the_pods_loaded_alike() -> 
     assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 1)
 
 
+def test_pods_advertising_different_fractional_runs_are_not_judged_alike() -> None:
+    """``p000``–``p064`` advertise 2.5 runs, ``p065``–``p129`` 1.5: a Run requesting two fits
+    only the first."""
+    run = decoded_run("r", requests={"runs": "2"})
+    larger, smaller = decoded_pod("proto", capacity={"runs": "2500m"}), decoded_pod("proto", capacity={"runs": "1500m"})
+    plan, by_index = planned(World(run, (*pods(0, 65, larger), *pods(65, 130, smaller), run), ()))
+    assert by_index and isinstance(plan, Bind) and (plan.pod, len(plan.ranking)) == ("p000", 65)
+
+
 def test_the_workspace_pod_is_judged_apart_from_the_pods_loaded_alike() -> None:
     run = decoded_run("r", workspace="ws")
     world = World(run, (*pods(0, 130), decoded_workspace("ws", bound_pod="p005"), run), ())

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kruntimes.pure.model.objects import AffinityTerm, Run
-from kruntimes.pure.model.objects import hosting_pods
+from kruntimes.pure.model.objects import hosting_pods, selector_hosts
 from kruntimes.pure.plugins.affinity import RunAffinity, seedable
 from tests.builders import affinity_json, decoded_run, term
 from tests.pure.planning_world import slot, snapshot, target
@@ -17,6 +19,15 @@ def test_hosting_pods_are_the_pods_of_matching_targets() -> None:
     run = decoded_run("r", affinity=affinity_json(required=[term({"app": "db"})]))
     targets = (target("p1", {"app": "db"}), target("p2", {"app": "web"}), target("p3", {"app": "db", "x": "y"}))
     assert hosting_pods(required_term(run), targets) == frozenset({"p1", "p3"})
+
+
+def test_a_selector_the_found_hosts_lack_is_answered_from_the_targets() -> None:
+    run = decoded_run("r", affinity=affinity_json(required=[term({"app": "db"})]))
+    selector = required_term(run).selector
+    targets = (target("p1", {"app": "db"}), target("p2", {"app": "web"}))
+    snap = snapshot(run, (slot("p1"), slot("p2")), targets)
+    assert selector_hosts(replace(snap, hosts={}), selector) == frozenset({"p1"})
+    assert selector_hosts(replace(snap, hosts=None), selector) == frozenset({"p1"})
 
 
 def test_a_term_is_seedable_only_without_targets_and_with_matching_own_labels() -> None:

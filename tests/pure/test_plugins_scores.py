@@ -16,7 +16,8 @@ from kruntimes.pure.plugins.preferred import PreferredRunAffinity
 from kruntimes.pure.plugins.least_loaded import scaled_keys
 from kruntimes.pure.model.quantity import Amount
 from tests.builders import affinity_json, decoded_run, term
-from tests.pure.planning_world import slot, snapshot, target
+from kruntimes.pure.model.plan import Bind
+from tests.pure.planning_world import plan, slot, snapshot, target
 
 
 @pytest.mark.parametrize(
@@ -260,3 +261,11 @@ def test_equal_runs_loads_tie_among_many_different_capacities() -> None:
     assert scores[-2] == scores[-1] == scores[0]
     keys = [_key_by_the_spec(dict(p.pod.capacity), dict(p.usage), {"runs": 1}) for p in pods]
     assert list(scores) == _scores_by_the_spec(keys)
+
+
+def test_a_pod_with_another_resource_in_use_counts_its_ratio_even_when_the_run_asks_only_for_runs() -> None:
+    """``p1`` uses its one gpu (ratio 1); ``p2`` would use three of its four runs (3/4): ``p2``."""
+    run = decoded_run("r", requests={"runs": "1"})
+    pods = (slot("p1", {"runs": "4", "gpu": "1"}, {"runs": 1, "gpu": 1}), slot("p2", {"runs": "4"}, {"runs": 2}))
+    bound = plan(snapshot(run, pods))
+    assert isinstance(bound, Bind) and bound.pod == "p2"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -38,6 +41,29 @@ def test_formatting_keeps_microseconds_only_when_there_are_any() -> None:
     assert format_time(datetime(2024, 5, 1, 12, 0, 0, 1, tzinfo=UTC)) == "2024-05-01T12:00:00.000001Z"
 
 
+@pytest.fixture
+def machine_zone_kolkata() -> Iterator[None]:
+    """The process's local zone at UTC+05:30, as on a machine not set to UTC."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Kolkata"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def test_times_are_read_and_written_in_utc_whatever_the_machine_zone(machine_zone_kolkata: None) -> None:
+    assert datetime(2024, 5, 1, 12).astimezone().utcoffset() == timedelta(hours=5, minutes=30)
+    parsed = parse_time("2024-05-01T14:00:00+02:00")
+    assert parsed is not None and parsed.utcoffset() == timedelta(0) and parsed.hour == 12
+    assert format_time(datetime(2024, 5, 1, 12, tzinfo=UTC)) == "2024-05-01T12:00:00Z"
+
+
 def test_a_year_before_1000_is_written_in_four_digits() -> None:
     assert format_time(datetime(999, 5, 1, 12, tzinfo=UTC)) == "0999-05-01T12:00:00Z"
 
@@ -66,6 +92,20 @@ def test_go_durations_parse(text: str, value: timedelta) -> None:
 @pytest.mark.parametrize("text", ["", "5", "abc", "1d", "s", "1s2", "999999999h"])
 def test_malformed_or_absurd_durations_are_refused(text: str) -> None:
     assert parse_duration(text) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (timedelta(0), "0s"),
+        (timedelta(microseconds=1), "1us"),
+        (timedelta(microseconds=-1), "-1us"),
+        (timedelta(milliseconds=-1500), "-1500ms"),
+        (timedelta(minutes=2), "120s"),
+    ],
+)
+def test_durations_are_written_in_whole_seconds_milliseconds_or_microseconds(value: timedelta, text: str) -> None:
+    assert format_duration(value) == text
 
 
 @given(st.timedeltas(min_value=timedelta(days=-3650), max_value=timedelta(days=3650)))

@@ -172,6 +172,15 @@ def test_a_valid_key_with_a_prefix_is_not_a_valid_value_even_once_seen_as_a_key(
         ("9223372036854775807ns", timedelta(microseconds=9_223_372_036_854_776)),
         ("-9223372036854775808ns", timedelta(microseconds=-9_223_372_036_854_776)),
         ("1.0000000000000000000000001s", timedelta(seconds=1)),
+        ("1.25s", timedelta(milliseconds=1250)),
+        ("2.75h", timedelta(minutes=165)),
+        ("1m.5s", timedelta(seconds=60.5)),  # a unit ends where a point or a digit starts
+        # fraction digits past int64 precision are dropped, not an error (Go's leadingFraction)
+        ("0.99999999999999999999s", timedelta(seconds=1)),
+        ("0.9223372036854775809s", timedelta(microseconds=922338)),
+        # Go keeps 19 fraction digits here and then rounds in float64: 3218105812671 ns, and
+        # with 330 ns more one nanosecond past a whole microsecond
+        ("0.8939182812974999146h330ns", timedelta(microseconds=3218105814)),
     ],
 )
 def test_durations_read_as_go_reads_them_and_never_round_to_zero(text: str, value: timedelta) -> None:
@@ -179,7 +188,8 @@ def test_durations_read_as_go_reads_them_and_never_round_to_zero(text: str, valu
 
 
 @pytest.mark.parametrize(
-    "text", ["2562048h", "9223372036854775808ns", "-9223372036854775809ns", "99999999999999999999s", "1sec", ".s", "-", "1"]
+    "text",
+    ["2562048h", "9223372036854775808ns", "-9223372036854775809ns", "99999999999999999999s", "1sec", ".s", "-", "1", "1.5", "X1s"],
 )
 def test_durations_go_refuses_are_refused(text: str) -> None:
     assert parse_duration(text) is None

@@ -17,7 +17,7 @@ import pytest
 from kruntimes.pure.model.objects import DEFAULT_CAPACITY
 from kruntimes.pure.model.plan import Fail, Wait
 from kruntimes.pure.model.quantity import MAX_LENGTH, parse_quantity
-from kruntimes.pure.model.times import MAX_DURATION_LENGTH, parse_duration, parse_time
+from kruntimes.pure.model.times import MAX_DURATION_LENGTH, MAX_TIME_LENGTH, parse_duration, parse_time
 from kruntimes.pure.readers.json import MAX_DEPTH, OverlongNumber, describe, loads
 from kruntimes.pure.readers.kube import decode_pod, decode_run
 from tests.builders import decoded_pod, decoded_run, pod_json, run_json
@@ -104,6 +104,7 @@ def test_a_backoff_within_the_bound_that_go_refuses_still_counts_as_absent() -> 
     [
         ("0" * 100 + "1s", timedelta(seconds=1)),  # Go reads leading zeros
         ("1." + "0" * 100 + "1s", timedelta(seconds=1)),  # and fraction digits past its precision
+        ("0" * (MAX_DURATION_LENGTH - 2) + "1s", timedelta(seconds=1)),  # the bound itself
     ],
 )
 def test_durations_within_the_bound_read_as_go_reads_them(text: str, value: timedelta) -> None:
@@ -162,6 +163,12 @@ def test_a_time_go_would_not_read_as_rfc_3339_is_refused(text: str) -> None:
 )
 def test_rfc_3339_times_as_go_writes_them_are_read(text: str, value: datetime) -> None:
     assert parse_time(text) == value
+
+
+def test_a_time_as_long_as_the_bound_is_read() -> None:
+    text = "2026-12-05T10:00:00.5" + "0" * (MAX_TIME_LENGTH - 22) + "Z"
+    assert len(text) == MAX_TIME_LENGTH
+    assert parse_time(text) == datetime(2026, 12, 5, 10, 0, 0, 500000, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("text", ["9999-12-31T23:59:59-00:01", "0001-01-01T00:00:00+00:01"])

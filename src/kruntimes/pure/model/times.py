@@ -123,17 +123,11 @@ def _go_nanoseconds(body: str) -> int | None:
             return None
         if len(whole_digits.lstrip("0")) > _GO_LIMIT_DIGITS:
             return None  # past Go's range whatever the unit; and never more digits than int() takes
-        whole = int(whole_digits) if whole_digits else 0
-        if whole > _GO_LIMIT // unit:
-            return None
-        value = whole * unit
+        value = (int(whole_digits) if whole_digits else 0) * unit
         if fraction_digits:
             fraction, scale = _leading_fraction(fraction_digits)
-            if fraction > 0:
-                value += int(float(fraction) * (float(unit) / scale))
-                if value > _GO_LIMIT:
-                    return None
-        total += value
+            value += int(float(fraction) * (float(unit) / scale))
+        total += value  # a segment past the range takes the total past it too
         if total > _GO_LIMIT:
             return None
     return total
@@ -155,8 +149,6 @@ def _leading_fraction(digits: str) -> tuple[int, float]:
 def format_duration(value: timedelta) -> str:
     """A Go-style duration string that :func:`parse_duration` reads back equal."""
     micros = value // timedelta(microseconds=1)
-    if micros == 0:
-        return "0s"
     sign = "-" if micros < 0 else ""
     micros = abs(micros)
     if micros % 1_000_000 == 0:
