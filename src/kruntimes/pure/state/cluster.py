@@ -583,8 +583,6 @@ def _slot(pod: RuntimePod, usage: Resources) -> PodSlot:
     return slot
 
 
-
-
 # --- applying one event ------------------------------------------------------------
 
 
