@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client import Configuration
 
-from kruntimes.kubeclient.kube import Kube
+from kruntimes.kubeclient.kube import Kube, KubeError
 from kruntimes.kubeclient.secureserving import self_signed_pem
 from kruntimes.kubeclient.wire import host_header
 from tests.polling import wait_until
@@ -279,3 +279,104 @@ def test_requests_after_close_open_a_new_connection(serve: Callable[..., Server]
     kube.close()  # as a scheduler's shutdown does while another thread may still send an Event
     assert kube.create("/y", {}).unwrap()["n"] != 0
     assert server.connections == 2 and sum(r.startswith(b"POST /y") for r in server.requests) == 1
+
+
+# --- watches: an answer read as it arrives, on a connection of its own ---
+
+EVENT = b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"%d"}}}\n'
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+def streaming(head: bytes, parts: list[bytes], *, then: Callable[[socket.socket], object] = lambda conn: None) -> Script:
+    def script(conn: socket.socket, request: bytes) -> bool:
+        conn.sendall(head)
+        for part in parts:
+            conn.sendall(part)
+        then(conn)
+        return False
+
+    return script
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "head, parts",
+    [
+        pytest.param(CHUNKED, [chunk(EVENT % 1), chunk((EVENT % 2)[:9]), chunk((EVENT % 2)[9:]), b"0\r\n\r\n"], id="chunked"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", [EVENT % 1, EVENT % 2], id="to-the-end"),
+        pytest.param(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (2 * len(EVENT % 1)), [EVENT % 1, EVENT % 2], id="length"),
+    ],
+)
+def test_a_watch_reads_every_framing_of_its_stream(serve: Callable[..., Server], head: bytes, parts: list[bytes]) -> None:
+    server = serve(streaming(head, parts))
+    kube = client(server.url)
+    assert [event.resource_version for event in kube.watch("/runs", "0", timeout_seconds=5)] == ["1", "2"]
+    request = server.requests[0]
+    assert request.startswith(b"GET /runs?allowWatchBookmarks=true&resourceVersion=0&timeoutSeconds=5&watch=true HTTP/1.1\r\n")
+    assert b"\r\nAccept: application/json\r\n" in request
+
+
+def test_a_watch_stream_cut_inside_a_chunk_is_a_transport_error_after_the_events_before_it(serve: Callable[..., Server]) -> None:
+    server = serve(streaming(CHUNKED, [chunk(EVENT % 1), b"40\r\n" + (EVENT % 2)[:10]]))
+    seen: list[str] = []
+    with pytest.raises(KubeError) as raised:
+        for event in client(server.url).watch("/runs", "0"):
+            seen.append(event.resource_version)
+    assert seen == ["1"] and raised.value.error.kind == "transport"
+
+
+def test_a_watch_without_its_closing_chunk_is_a_transport_error(serve: Callable[..., Server]) -> None:
+    server = serve(streaming(CHUNKED, [chunk(EVENT % 1)]))
+    with pytest.raises(KubeError) as raised:
+        list(client(server.url).watch("/runs", "0"))
+    assert raised.value.error.kind == "transport"
+
+
+def test_a_watch_refused_at_open_carries_the_servers_status(serve: Callable[..., Server]) -> None:
+    body = b'{"kind":"Status","code":429,"reason":"TooManyRequests","message":"slow down"}'
+    server = serve(streaming(b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nContent-Length: %d\r\n\r\n" % len(body), [body]))
+    with pytest.raises(KubeError) as raised:
+        list(client(server.url).watch("/runs", "0"))
+    assert (raised.value.error.kind, raised.value.error.retry_after) == ("throttled", 3.0)
+
+
+def test_an_interrupted_watch_on_a_quiet_stream_ends_at_once_and_closes_its_connection(serve: Callable[..., Server]) -> None:
+    quiet = threading.Event()
+    server = serve(streaming(CHUNKED, [chunk(EVENT % 1)], then=lambda conn: quiet.wait(30)))
+    stream = client(server.url).watch("/runs", "0", timeout_seconds=300)
+    assert next(stream).resource_version == "1"
+    ended = threading.Event()
+
+    def drain() -> None:
+        try:
+            for _ in stream:
+                pass
+        except KubeError:
+            pass
+        ended.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    assert not ended.wait(0.2)  # blocked on the quiet stream
+    stream.interrupt()
+    assert ended.wait(5)
+    quiet.set()
+    wait_until(lambda: server.closed == 1, timeout=5)
+
+
+def test_a_watch_over_tls_trusts_the_kubeconfigs_ca(serve: Callable[..., Server], tmp_path: Path) -> None:
+    cert, key = self_signed_pem(("127.0.0.1",))
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = serve(streaming(CHUNKED, [chunk(EVENT % 7), b"0\r\n\r\n"]), tls=context)
+    assert [e.resource_version for e in client(server.url, ca=tmp_path / "cert.pem").watch("/runs", "0")] == ["7"]
+    with pytest.raises(KubeError) as raised:
+        list(client(server.url).watch("/runs", "0"))  # the system's trust store does not know this CA
+    assert raised.value.error.kind == "unreachable" and "certificate" in raised.value.error.message.lower()
+    assert len(server.requests) == 1, "an untrusted server is never sent the watch"

@@ -41,7 +41,7 @@ from returns.result import Failure, Result, Success
 
 from kruntimes.jsontext import loads
 from kruntimes.kubeclient.ratelimit import RequestLimiter
-from kruntimes.kubeclient.wire import NoAnswer, Wire
+from kruntimes.kubeclient.wire import NoAnswer, Stream, StreamBroken, Wire
 
 log = logging.getLogger(__name__)
 
@@ -720,24 +720,142 @@ class Kube:
                 "allowWatchBookmarks": "true" if bookmarks else "false",
             }
         )
+        read_timeout = timeout_seconds + 30.0  # no event this long past the server's own timeout: the connection is dead
+        wire = self._wire
+        if wire is not None:
+            target = f"{self._prefix}{path}?{urlencode(sorted(query.items()))}"
+
+            def open_wire() -> _Response:
+                self._limiter.take()
+                _, lines = self._authorization()
+                if not lines:
+                    raise KubeError(ApiError("invalid", 0, "", "a header value holds a line break (a malformed token?)"))
+                opened = wire.stream(target, lines, read_timeout=read_timeout)
+                if isinstance(opened, NoAnswer):
+                    raise KubeError(ApiError("transport" if opened.sent else "unreachable", 0, "", opened.reason))
+                return _WireResponse(opened)
+
+            return WatchStream(open_wire)
         url = self._url(path, query)
 
-        def open_stream() -> urllib3.BaseHTTPResponse:
+        def open_pooled() -> _Response:
             self._limiter.take()
             try:
-                return self._pool.request(
-                    "GET",
-                    url,
-                    headers=self._headers(),
-                    # no event for this long past the server's own timeout means the connection is dead
-                    timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30.0),
-                    retries=False,
-                    preload_content=False,
+                return _PooledResponse(
+                    self._pool.request(
+                        "GET",
+                        url,
+                        headers=self._headers(),
+                        timeout=urllib3.Timeout(connect=10.0, read=read_timeout),
+                        retries=False,
+                        preload_content=False,
+                    )
                 )
             except urllib3.exceptions.HTTPError as problem:
                 raise KubeError(transport_error(problem)) from None
 
-        return WatchStream(open_stream)
+        return WatchStream(open_pooled)
+
+
+class _Response(Protocol):
+    """A watch's answer, as :class:`WatchStream` reads it."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def retry_after(self) -> str | None: ...
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives; raises ``KubeError`` (``transport``) when it breaks."""
+        ...
+
+    def read(self) -> bytes: ...
+
+    def shutdown(self) -> None:
+        """From any thread: a read blocked on a quiet stream wakes."""
+        ...
+
+    def close(self) -> None:
+        """The stream is done with, read to its end or not."""
+        ...
+
+
+class _WireResponse:
+    """A watch on a connection of its own (``wire.Stream``): the client's direct path."""
+
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+
+    @property
+    def status(self) -> int:
+        return self._stream.status
+
+    @property
+    def retry_after(self) -> str | None:
+        return self._stream.retry_after
+
+    def chunks(self) -> Iterator[bytes]:
+        try:
+            yield from self._stream.chunks()
+        except StreamBroken as problem:
+            raise KubeError(ApiError("transport", 0, "", f"the watch stream broke: {problem}")) from None
+
+    def read(self) -> bytes:
+        try:
+            return self._stream.read()
+        except StreamBroken:
+            return b""
+
+    def shutdown(self) -> None:
+        self._stream.shutdown()
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _PooledResponse:
+    """A watch through urllib3's pool (the path through a proxy)."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+
+    @property
+    def status(self) -> int:
+        return self._response.status
+
+    @property
+    def retry_after(self) -> str | None:
+        return self._response.headers.get("Retry-After")
+
+    def chunks(self) -> Iterator[bytes]:
+        """Bytes as they arrive (``read1`` returns what one socket read gave, chunked or not)."""
+        response = self._response
+        while True:
+            try:
+                data = response.read1(65536)
+            except (urllib3.exceptions.HTTPError, OSError) as problem:
+                raise KubeError(transport_error(problem)) from None
+            if not data:
+                return
+            yield data
+
+    def read(self) -> bytes:
+        return self._response.read()
+
+    def shutdown(self) -> None:
+        response = self._response
+        try:
+            if isinstance(response, urllib3.HTTPResponse):
+                response.shutdown()
+            else:
+                response.close()
+        except (RuntimeError, ValueError, OSError):
+            pass  # already released or closed: nothing left to wake
+
+    def close(self) -> None:
+        self._response.close()
+        self._response.release_conn()
 
 
 class WatchStream(Iterator[WatchEvent]):
@@ -746,14 +864,14 @@ class WatchStream(Iterator[WatchEvent]):
     Interrupting shuts the socket down for reading, so a thread blocked waiting
     for the next event wakes at once and the iteration ends (normally, or with a
     ``transport`` ``KubeError``); a stream interrupted before it was opened never
-    sends its request. The connection of a stream that did not run to its end is
-    closed rather than returned to the pool half-read.
+    sends its request. A stream's connection is closed when the stream ends, never
+    given back half-read.
     """
 
-    def __init__(self, open_stream: Callable[[], urllib3.BaseHTTPResponse]) -> None:
+    def __init__(self, open_stream: Callable[[], _Response]) -> None:
         self._open = open_stream
         self._lock = threading.Lock()
-        self._response: urllib3.BaseHTTPResponse | None = None
+        self._response: _Response | None = None
         self._interrupted = False
         self._events: Iterator[WatchEvent] | None = None
 
@@ -773,15 +891,8 @@ class WatchStream(Iterator[WatchEvent]):
         with self._lock:
             self._interrupted = True
             response = self._response
-        if response is None:
-            return
-        try:
-            if isinstance(response, urllib3.HTTPResponse):
-                response.shutdown()
-            else:
-                response.close()
-        except (RuntimeError, ValueError, OSError):
-            pass  # already released or closed: nothing left to wake
+        if response is not None:
+            response.shutdown()
 
     def _run(self) -> Iterator[WatchEvent]:
         if self.is_interrupted():
@@ -789,7 +900,6 @@ class WatchStream(Iterator[WatchEvent]):
         response = self._open()
         with self._lock:
             self._response = response
-        completed = False
         try:
             if self.is_interrupted():
                 return
@@ -799,28 +909,13 @@ class WatchStream(Iterator[WatchEvent]):
                     parsed: object = loads(data) if data else None
                 except ValueError:
                     parsed = None
-                raise KubeError(error_from_status(response.status, parsed, response.headers.get("Retry-After")))
-            for event in parse_watch_stream(_chunks(response)):
+                raise KubeError(error_from_status(response.status, parsed, response.retry_after))
+            for event in parse_watch_stream(response.chunks()):
                 if self.is_interrupted():
                     return
                 yield event
-            completed = not self.is_interrupted()
         finally:
-            if not completed:
-                response.close()
-            response.release_conn()
-
-
-def _chunks(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """Bytes as they arrive (``read1`` returns what one socket read gave, chunked or not)."""
-    while True:
-        try:
-            data = response.read1(65536)
-        except (urllib3.exceptions.HTTPError, OSError) as problem:
-            raise KubeError(transport_error(problem)) from None
-        if not data:
-            return
-        yield data
+            response.close()
 
 
 def connect(

@@ -38,6 +38,7 @@ import select
 import socket
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BufferedReader
 from typing import Final, final
@@ -104,6 +105,77 @@ def _close(reader: BufferedReader, conn: urllib3.connection.HTTPConnection) -> N
         pass
     finally:
         conn.close()
+
+
+class StreamBroken(Exception):
+    """A streamed answer ended before its end, broke the protocol, or a read timed out."""
+
+
+@final
+class Stream:
+    """An answer read as it arrives, on a connection of its own: status and headers now, the body
+    by :meth:`chunks`. :meth:`shutdown` may be called from any thread: a read blocked on a quiet
+    stream wakes and the body ends there. :meth:`close` releases the connection (never reused)."""
+
+    def __init__(
+        self, conn: urllib3.connection.HTTPConnection, sock: socket.socket, reader: BufferedReader, head: _Head
+    ) -> None:
+        self._conn = conn
+        self._sock = sock
+        self._reader = reader
+        self._head = head
+
+    @property
+    def status(self) -> int:
+        return self._head.status
+
+    @property
+    def retry_after(self) -> str | None:
+        return self._head.retry_after
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body's bytes as they arrive: each chunk of a chunked answer, otherwise what one read
+        of the socket gave. Ends at the body's end; raises :class:`StreamBroken` before it."""
+        reader, head = self._reader, self._head
+        try:
+            if head.chunked:
+                while True:
+                    size = int(_line(reader).split(b";", 1)[0].strip(), 16)
+                    if size == 0:
+                        while _line(reader) not in (b"\r\n", b"\n"):
+                            pass  # trailers
+                        return
+                    chunk = reader.read(size)
+                    if len(chunk) < size or _line(reader) not in (b"\r\n", b"\n"):
+                        raise _Broken("the answer ended inside a chunk")
+                    yield chunk
+            left = head.length
+            while left is None or left > 0:
+                data = reader.read1(65536 if left is None else min(left, 65536))
+                if not data:
+                    if left is not None:
+                        raise _Broken("the answer ended before its Content-Length")
+                    return  # framed by the end of the connection
+                if left is not None:
+                    left -= len(data)
+                yield data
+        except _Broken as problem:
+            raise StreamBroken(str(problem)) from None
+        except (OSError, ValueError) as problem:
+            raise StreamBroken(f"{type(problem).__name__}: {problem}") from None
+
+    def read(self) -> bytes:
+        """The whole body (an error answer's)."""
+        return b"".join(self.chunks())
+
+    def shutdown(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RD)
+        except (OSError, ValueError):
+            pass  # closed already: nothing left to wake
+
+    def close(self) -> None:
+        _close(self._reader, self._conn)
 
 
 def host_header(host: str, port: int | None, scheme: str) -> str:
@@ -178,6 +250,29 @@ class Wire:
             return answer
         return NoAnswer(True, "unreachable")  # pragma: no cover (the loop returns)
 
+    def stream(self, target: str, headers: str, *, read_timeout: float) -> Stream | NoAnswer:
+        """``GET target`` (``headers`` as for :meth:`request`) on a connection of its own, its answer
+        read as it arrives (a watch); ``read_timeout``: the longest quiet spell before a read fails."""
+        opened = self._connect(read_timeout)
+        if isinstance(opened, NoAnswer):
+            return opened
+        conn, sock = opened
+        reader = sock.makefile("rb")
+        try:
+            sock.sendall(f"GET {target} HTTP/1.1\r\n".encode("latin-1") + b"Host: " + self._host + b"\r\n" + headers.encode("latin-1") + b"\r\n")
+        except OSError as problem:
+            _close(reader, conn)
+            return NoAnswer(False, f"sending failed: {type(problem).__name__}: {problem}")
+        try:
+            head = _read_head(reader)
+        except _Broken as problem:
+            _close(reader, conn)
+            return NoAnswer(True, str(problem))
+        except (OSError, ValueError) as problem:
+            _close(reader, conn)
+            return NoAnswer(True, f"{type(problem).__name__}: {problem}")
+        return Stream(conn, sock, reader, head)
+
     # --- connections ---
 
     def _connection(self) -> _Connection | NoAnswer:
@@ -191,6 +286,20 @@ class Wire:
             if not idle_closed:
                 return connection
             self._discard(connection)  # the server closed it while idle (or sent what we never asked for)
+        opened = self._connect(self._read_timeout)
+        if isinstance(opened, NoAnswer):
+            return opened
+        conn, sock = opened
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        connection = _Connection(conn, sock, sock.makefile("rb"), poller)
+        weakref.finalize(connection, _close, connection.reader, conn)
+        self._local.connection = connection
+        with self._lock:
+            self._open.add(connection)
+        return connection
+
+    def _connect(self, read_timeout: float) -> tuple[urllib3.connection.HTTPConnection, socket.socket] | NoAnswer:
         try:
             conn = self._pool._new_conn()  # the pool's connection class and TLS settings
             if not isinstance(conn, urllib3.connection.HTTPConnection):  # pragma: no cover (urllib3's own classes are)
@@ -201,17 +310,10 @@ class Wire:
             if sock is None:  # pragma: no cover (connect() sets it or raises)
                 conn.close()
                 return NoAnswer(False, "connecting failed: no socket")
-            sock.settimeout(self._read_timeout)
+            sock.settimeout(read_timeout)
         except Exception as problem:  # noqa: BLE001 (any failure to connect is "never sent")
             return NoAnswer(False, f"connecting failed: {type(problem).__name__}: {problem}")
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
-        connection = _Connection(conn, sock, sock.makefile("rb"), poller)
-        weakref.finalize(connection, _close, connection.reader, conn)
-        self._local.connection = connection
-        with self._lock:
-            self._open.add(connection)
-        return connection
+        return conn, sock
 
     def _discard(self, connection: _Connection) -> None:
         if getattr(self._local, "connection", None) is connection:
@@ -231,8 +333,18 @@ def _line(reader: BufferedReader) -> bytes:
     return line
 
 
-def _read_answer(reader: BufferedReader, method: str) -> tuple[Answer, bool]:
-    """One answer (interim 1xx answers skipped) and whether the connection must close after it."""
+@dataclass(frozen=True, slots=True)
+class _Head:
+    status: int
+    close: bool
+    """The connection ends after this answer (HTTP/1.0, ``Connection: close``)."""
+    length: int | None
+    chunked: bool
+    retry_after: str | None
+
+
+def _read_head(reader: BufferedReader) -> _Head:
+    """An answer's status line and headers (interim 1xx answers skipped)."""
     first = reader.readline(MAX_LINE)
     if not first:
         raise _Broken("the connection closed before an answer", nothing=True)
@@ -271,19 +383,25 @@ def _read_answer(reader: BufferedReader, method: str) -> tuple[Answer, bool]:
         if 100 <= status < 200:
             first = _line(reader)  # an interim answer: the real one follows
             continue
-        break
-    if method == "HEAD" or status in NO_BODY_STATUSES:
+        return _Head(status, close, length, chunked, retry_after)
+
+
+def _read_answer(reader: BufferedReader, method: str) -> tuple[Answer, bool]:
+    """One answer and whether the connection must close after it."""
+    head = _read_head(reader)
+    close = head.close
+    if method == "HEAD" or head.status in NO_BODY_STATUSES:
         body = b""
-    elif chunked:
+    elif head.chunked:
         body = _chunked(reader)
-    elif length is not None:
-        body = reader.read(length)
-        if len(body) < length:
+    elif head.length is not None:
+        body = reader.read(head.length)
+        if len(body) < head.length:
             raise _Broken("the answer ended before its Content-Length")
     else:
         body = reader.read()  # framed by the end of the connection
         close = True
-    return Answer(status, body, retry_after), close
+    return Answer(head.status, body, head.retry_after), close
 
 
 def _chunked(reader: BufferedReader) -> bytes:
