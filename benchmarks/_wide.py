@@ -82,7 +82,7 @@ def spawn_scheduler(server: Server, namespace: str, tree: Tree, tmp: Path, name:
            f"127.0.0.1:{port}", "--log-format", "json", "--leader-elect=false", *extra]
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
-        cmd = [str(VENV_BIN / "py-spy"), "record", "--gil", "--format", "raw", "--rate", "200", "-o", str(profile / f"{name}.txt"), "--", *cmd]
+        cmd = [str(VENV_BIN / "py-spy"), "record", "--gil", "--threads", "--format", "raw", "--rate", "1000", "-o", str(profile / f"{name}.txt"), "--", *cmd]
     env = dict(os.environ)
     if tree.src is not None:
         env["PYTHONPATH"] = str(tree.src)
