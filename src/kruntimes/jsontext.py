@@ -1,5 +1,6 @@
 """Decoding JSON text totally: :func:`loads` is ``json.loads`` made total on what a server or a
-file can hold (an integer literal of any length, nesting of any depth).
+file can hold (an integer literal of any length, nesting of any depth); :func:`dumps` writes the
+compact UTF-8 text of a request body.
 
 A leaf module, importing nothing of kruntimes, because two layers need the same contract:
 the pure readers (``pure.readers.json`` re-exports it) and the Kubernetes client
@@ -91,6 +92,19 @@ def loads(data: str | bytes) -> object:
     except RecursionError:
         text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
         return _loads_bounded(_cut_deeper_than(text, MAX_DEPTH))
+
+
+def dumps(value: object) -> bytes:
+    """Compact JSON in UTF-8, exactly ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``
+    encoded, for the values a request body holds (strings, integers, booleans, ``null``, lists and
+    objects keyed by strings); written by ``orjson`` (a tenth of the CPU of ``json``'s encoder).
+    What ``orjson`` refuses (an integer past 64 bits, a lone surrogate, a key that is not a string)
+    is written by ``json.dumps`` with every non-ASCII character escaped, so any value ``json``
+    writes gives valid UTF-8."""
+    try:
+        return orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def _loads_bounded(data: str | bytes) -> object:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kruntimes.jsontext import dumps
 from kruntimes.pure.readers.json import loads
 
 _SCALARS = (
@@ -68,3 +69,30 @@ def test_integers_past_64_bits_stay_exact() -> None:
     assert loads('{"runs": 18446744073709551616, "pods": [-9223372036854775809]}') == {
         "runs": 18446744073709551616, "pods": [-9223372036854775809]}
     assert loads(b'[123456789012345678901234567890]') == [123456789012345678901234567890]
+
+
+# --- dumps: request bodies ---
+
+_BODY_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.text(st.characters(codec="utf-8", exclude_categories=()), max_size=8)
+)
+_BODIES = st.recursive(
+    _BODY_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_BODIES)
+def test_a_body_is_written_as_compact_json_writes_it(value: object) -> None:
+    assert dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@given(_VALUES)
+def test_any_value_json_writes_is_written_as_valid_utf8_that_reads_back(value: object) -> None:
+    # past 64 bits, lone surrogates, NaN: what orjson refuses is written by json, escaped
+    read_back = json.loads(dumps(value).decode("utf-8"))  # strict: a lone surrogate must arrive escaped
+    assert json.dumps(read_back) == json.dumps(value)  # compared as text: NaN equals no value

@@ -23,7 +23,6 @@ One module at about 800 lines: the verbs, the one error classification they shar
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -39,7 +38,7 @@ from kubernetes import config as _kube_config_module
 from kubernetes.client import ApiClient, Configuration
 from returns.result import Failure, Result, Success
 
-from kruntimes.jsontext import loads
+from kruntimes.jsontext import dumps, loads
 from kruntimes.kubeclient.ratelimit import RequestLimiter
 from kruntimes.kubeclient.wire import NoAnswer, Stream, StreamBroken, Wire
 
@@ -609,11 +608,11 @@ class Kube:
 
     def create(self, path: str, body: Mapping[str, object], *, read: bool = True) -> Result[JSONObject, ApiError]:
         """POST ``body`` to the collection ``path`` (``read``: see :meth:`request`)."""
-        return self.request("POST", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT, read=read)
+        return self.request("POST", path, body=dumps(body), content_type=JSON_CONTENT, read=read)
 
     def update(self, path: str, body: Mapping[str, object]) -> Result[JSONObject, ApiError]:
         """PUT ``body`` (carrying ``metadata.resourceVersion`` for optimistic concurrency)."""
-        return self.request("PUT", path, body=json.dumps(body).encode(), content_type=JSON_CONTENT)
+        return self.request("PUT", path, body=dumps(body), content_type=JSON_CONTENT)
 
     def delete(self, path: str, *, resource_version: str = "") -> Result[JSONObject, ApiError]:
         """DELETE the object at ``path``; with ``resource_version``, only that version of it
@@ -621,7 +620,7 @@ class Kube:
         if not resource_version:
             return self.request("DELETE", path)
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"resourceVersion": resource_version}}
-        return self.request("DELETE", path, body=json.dumps(options).encode(), content_type=JSON_CONTENT)
+        return self.request("DELETE", path, body=dumps(options), content_type=JSON_CONTENT)
 
     def patch(
         self, path: str, body: str | bytes, content_type: str = MERGE_PATCH, *, read: bool = True

@@ -14,11 +14,11 @@ performs the writes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final, assert_never, final
 
+from kruntimes.jsontext import dumps
 from kruntimes.pure.model import messages
 from kruntimes.pure.model.objects import CANCELLED, FAILED, PENDING, SCHEDULED, Condition, Run, RunStatus, first_condition
 from kruntimes.pure.model.plan import Bind, Cancel, Delay, Fail, Plan, Skip, Wait
@@ -173,9 +173,6 @@ def _or_null(text: str) -> str | None:
     return text or None
 
 
-_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
 def patch_body(patch: StatusPatch, resource_version: str) -> str:
     """The JSON merge patch for ``runs/status``: ``{"metadata": {"resourceVersion"}, "status": {...}}``.
 
@@ -193,7 +190,7 @@ def patch_body(patch: StatusPatch, resource_version: str) -> str:
             "completionTime": format_time(patch.completion_time) if patch.completion_time is not None else None,
         },
     }
-    return _ENCODER.encode(body)
+    return dumps(body).decode()
 
 
 def applied(run: Run, patch: StatusPatch, resource_version: str) -> Run:
