@@ -25,6 +25,7 @@ from kruntimes.pure.ledger import (
     sync,
 )
 from kruntimes.pure.model.objects import DEFAULT_CONFIG, Reservation, Run, RunKey
+from kruntimes.pure.model.plan import Bind
 from kruntimes.pure.persistent.pdict import pdict
 from kruntimes.pure.snapshot import take
 from kruntimes.pure.step import plan
@@ -124,6 +125,22 @@ def test_a_reservation_made_for_a_replaced_pod_holds_nothing_on_the_new_pod() ->
     anti = decoded_run("r3", affinity=affinity_json(anti_required=[term({"zone": "blue"})]))
     assert tuple(take(apply(state, Event("ADDED", anti)), ledger, anti.key, NOW, DEFAULT_CONFIG).targets) == ()
     assert ledger.get("default", first.uid) is not None, "its Run's fate ends it (sync), not the pod's"
+
+
+def test_when_the_new_pods_reservation_goes_the_one_left_for_the_former_pod_holds_nothing_on_it() -> None:
+    """The new pod's own reservation is released while one made for the pod it replaced stays:
+    the pod has all its room again, and the next Run is bound there."""
+    first, second, waiting = decoded_run("r1"), decoded_run("r2"), decoded_run("r3")
+    old = decoded_pod("a", uid="a-1", capacity={"runs": "1"})
+    ledger = reserve(EMPTY_LEDGER, world(old, first), first, "a", "a-1", NOW, DEFAULT_CONFIG).unwrap()
+    new = decoded_pod("a", uid="a-2", capacity={"runs": "1"})
+    state = apply(apply(world(old, first, second, waiting), Event("DELETED", old)), Event("ADDED", new))
+    both = reserve(ledger, state, second, "a", "a-2", NOW, DEFAULT_CONFIG).unwrap()
+    left = release(both, "default", second.uid)
+    assert [r.run_uid for r in left.in_namespace("default")] == [first.uid]
+    assert usage_seen_by(state, left, waiting.key, "a") == {}
+    planned = plan(state, left, waiting.key, NOW, DEFAULT_CONFIG).planned.unwrap()
+    assert isinstance(planned, Bind) and planned.pod == "a"
 
 
 def test_a_reservation_made_for_the_pod_name_alone_holds_room_on_the_pod_of_that_name() -> None:
