@@ -100,7 +100,8 @@ def dumps(value: object) -> bytes:
     objects keyed by strings); written by ``orjson`` (a tenth of the CPU of ``json``'s encoder).
     What ``orjson`` refuses (an integer past 64 bits, a lone surrogate, a key that is not a string)
     is written by ``json.dumps`` with every non-ASCII character escaped, so any value ``json``
-    writes gives valid UTF-8."""
+    writes gives valid UTF-8. A float that is not finite, which JSON cannot hold (``json.dumps``
+    writes ``NaN``, which a server refuses), is written as ``null``, as ``orjson`` writes it."""
     try:
         return orjson.dumps(value)
     except (orjson.JSONEncodeError, TypeError):
