@@ -234,12 +234,18 @@ def test_a_token_with_a_line_break_is_refused_before_anything_is_sent(serve: Cal
     assert failure.kind == "invalid" and not server.requests
 
 
-def test_tls_trusts_the_kubeconfigs_ca_and_nothing_else(serve: Callable[..., Server], tmp_path: Path) -> None:
+def tls_server(directory: Path) -> ssl.SSLContext:
+    """A server context for a certificate of 127.0.0.1, written to ``directory/cert.pem``."""
     cert, key = self_signed_pem(("127.0.0.1",))
-    (tmp_path / "cert.pem").write_bytes(cert)
-    (tmp_path / "key.pem").write_bytes(key)
+    (directory / "cert.pem").write_bytes(cert)
+    (directory / "key.pem").write_bytes(key)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+    return context
+
+
+def test_tls_trusts_the_kubeconfigs_ca_and_nothing_else(serve: Callable[..., Server], tmp_path: Path) -> None:
+    context = tls_server(tmp_path)
     server = serve(ok, context)
     trusted = client(server.url, ca=tmp_path / "cert.pem")
     assert trusted.get("/x").unwrap()["n"] != 0
@@ -369,11 +375,7 @@ def test_an_interrupted_watch_on_a_quiet_stream_ends_at_once_and_closes_its_conn
 
 
 def test_a_watch_over_tls_trusts_the_kubeconfigs_ca(serve: Callable[..., Server], tmp_path: Path) -> None:
-    cert, key = self_signed_pem(("127.0.0.1",))
-    (tmp_path / "cert.pem").write_bytes(cert)
-    (tmp_path / "key.pem").write_bytes(key)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context = tls_server(tmp_path)
     server = serve(streaming(CHUNKED, [chunk(EVENT % 7), b"0\r\n\r\n"]), tls=context)
     assert [e.resource_version for e in client(server.url, ca=tmp_path / "cert.pem").watch("/runs", "0")] == ["7"]
     with pytest.raises(KubeError) as raised:
