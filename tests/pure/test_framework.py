@@ -256,11 +256,12 @@ class Broken:
     park_kinds: ClassVar[Mapping[str, ParkKind]] = {"Declared": "capacity"}
     fast_path: ClassVar[bool] = False
     fail_prepare: bool = False
+    reason: str = "Undeclared"
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         if self.fail_prepare:
             return Failure(CycleError("PluginError", "Broken could not prepare"))
-        return Success(lambda slot: "Undeclared")
+        return Success(lambda slot: self.reason)
 
     def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
         return None
@@ -279,6 +280,13 @@ def test_a_filter_reason_outside_its_declared_set_is_a_plugin_error() -> None:
     registry = DEFAULT_REGISTRY.register_filter("Broken", Broken).unwrap()
     result = plan_cycle(snapshot(decoded_run("r"), (slot("p1"),)), registry)
     assert result.failure() == CycleError("PluginError", "filter plugin \"Broken\" returned undeclared reason 'Undeclared'")
+
+
+def test_an_undeclared_reason_is_quoted_in_the_error_cut_to_64_characters() -> None:
+    reason = "".join(chr(ord("a") + i % 26) for i in range(100))
+    registry = DEFAULT_REGISTRY.register_filter("Broken", lambda: Broken(reason=reason)).unwrap()
+    result = plan_cycle(snapshot(decoded_run("r"), (slot("p1"),)), registry)
+    assert result.failure() == CycleError("PluginError", f'filter plugin "Broken" returned undeclared reason {reason[:64]!r}')
 
 
 def test_plugins_are_not_consulted_before_the_precheck_rules() -> None:
