@@ -136,15 +136,18 @@ def test_updates_read_as_the_same_updates_of_a_dict_and_leave_the_older_map_alon
     assert pdict(start) == pdict(dict(start)), "the first map is untouched"
 
 
-NESTED_OPS = st.lists(st.tuples(st.sampled_from(["set", "discard", "update"]), KEYS, st.integers(0, 3)), max_size=900)
+NESTED_KEYS = st.sampled_from([0, 1, 2, 33, 1 << 20, 1 << 30, 2 << 30])
+NESTED_OPS = st.lists(
+    st.tuples(st.sampled_from(["set", "discard", "update"]), NESTED_KEYS, st.integers(0, 3)), max_size=300
+)
 
 
 @given(NESTED_OPS)
 def test_nested_updates_read_as_a_dict_of_dicts_and_keep_no_empty_inner_map(
     ops: list[tuple[str, int, int]],
 ) -> None:
-    """``set_in`` / ``discard_in`` / ``update_in`` on a map of maps (inner names 0..3, values
-    0..3; ``update_in`` counts up to 3 and removes the entry past it)."""
+    """``set_in`` / ``discard_in`` / ``update_in`` on a map of maps (a few outer keys, inner
+    names 0..3; ``update_in`` counts up to 3 and removes the entry past it)."""
     reference: dict[int, dict[int, int]] = {}
     current: PDict[int, PDict[int, int]] = empty()
     for op, key, name in ops:
@@ -179,6 +182,14 @@ def test_nested_updates_read_as_a_dict_of_dicts_and_keep_no_empty_inner_map(
     assert len(current) == len(reference) and all(current.values())
     assert all(len(current[k]) == len(v) for k, v in reference.items())
     assert current == pdict({k: pdict(v) for k, v in reference.items()})
+
+
+def test_removing_one_inner_entry_keeps_the_others_under_that_key() -> None:
+    nested: PDict[int, PDict[int, int]] = set_in(set_in(set_in(empty(), 1, 1, 1), 1, 2, 2), 3, 1, 1)
+    dropped = update_in(nested, 1, 1, lambda v: None)
+    assert {k: as_dict(v) for k, v in dropped.items()} == {1: {2: 2}, 3: {1: 1}}
+    assert {k: as_dict(v) for k, v in discard_in(nested, 1, 2).items()} == {1: {1: 1}, 3: {1: 1}}
+    assert {k: as_dict(v) for k, v in update_in(dropped, 1, 2, lambda v: None).items()} == {3: {1: 1}}
 
 
 def test_update_in_removing_an_absent_entry_returns_the_same_map() -> None:
