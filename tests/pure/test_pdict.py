@@ -223,14 +223,17 @@ def test_keys_alike_in_every_hash_bit_the_trie_uses_grow_one_leaf_past_its_limit
     nested: PDict[int, PDict[int, int]] = empty()
     for n, key in enumerate(keys):
         grown = grown.set(key, n)
-        nested = update_in(nested, key, 0, constant(n))
+        nested = set_in(nested, key, 0, n) if n % 2 else update_in(nested, key, 0, constant(n))
     expected = {key: n for n, key in enumerate(keys)}
     assert as_dict(grown) == expected and grown == pdict(expected) and pdict(expected) == grown
     assert all(grown[k] == v for k, v in expected.items())
     assert {k: as_dict(v) for k, v in nested.items()} == {k: {0: v} for k, v in expected.items()}
+    assert all(k in nested and as_dict(nested[k]) == {0: v} for k, v in expected.items())
     for key in keys[::2]:
         del expected[key]
         grown = grown.discard(key)
         nested = discard_in(nested, key, 0)
     assert as_dict(grown) == expected and len(grown) == len(expected) == len(nested)
     assert {k: as_dict(v) for k, v in nested.items()} == {k: {0: v} for k, v in expected.items()}
+    assert all(k in nested and as_dict(nested[k]) == {0: v} for k, v in expected.items())
+    assert not any(k in nested or k in grown for k in keys[::2])
