@@ -217,8 +217,9 @@ def constant(value: int) -> Callable[[int | None], int | None]:
 
 def test_keys_alike_in_every_hash_bit_the_trie_uses_grow_one_leaf_past_its_limit() -> None:
     """300 keys whose low 30 bits are 0 share the leaf at ``MAX_DEPTH``; 300 more whose low 20
-    are split at depth 4; each added, read and removed one by one and built at once."""
-    keys = [i << 30 for i in range(300)] + [(i << 20) + 1 for i in range(300)]
+    are split at depth 4, and 299 whose low 5 bits are 0 sit in leaves at depth 2; each added,
+    read and removed one by one and built at once."""
+    keys = [i << 30 for i in range(300)] + [(i << 20) + 1 for i in range(300)] + [i << 5 for i in range(1, 300)]
     grown: PDict[int, int] = empty()
     nested: PDict[int, PDict[int, int]] = empty()
     for n, key in enumerate(keys):
