@@ -256,11 +256,12 @@ class Broken:
     park_kinds: ClassVar[Mapping[str, ParkKind]] = {"Declared": "capacity"}
     fast_path: ClassVar[bool] = False
     fail_prepare: bool = False
+    reason: str = "Undeclared"
 
     def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodFilter | None, CycleError]:
         if self.fail_prepare:
             return Failure(CycleError("PluginError", "Broken could not prepare"))
-        return Success(lambda slot: "Undeclared")
+        return Success(lambda slot: self.reason)
 
     def pending_message(self, reasons: frozenset[str], run: Run) -> PendingMessage | None:
         return None
@@ -279,6 +280,13 @@ def test_a_filter_reason_outside_its_declared_set_is_a_plugin_error() -> None:
     registry = DEFAULT_REGISTRY.register_filter("Broken", Broken).unwrap()
     result = plan_cycle(snapshot(decoded_run("r"), (slot("p1"),)), registry)
     assert result.failure() == CycleError("PluginError", "filter plugin \"Broken\" returned undeclared reason 'Undeclared'")
+
+
+def test_an_undeclared_reason_is_quoted_in_the_error_cut_to_64_characters() -> None:
+    reason = "".join(chr(ord("a") + i % 26) for i in range(100))
+    registry = DEFAULT_REGISTRY.register_filter("Broken", lambda: Broken(reason=reason)).unwrap()
+    result = plan_cycle(snapshot(decoded_run("r"), (slot("p1"),)), registry)
+    assert result.failure() == CycleError("PluginError", f'filter plugin "Broken" returned undeclared reason {reason[:64]!r}')
 
 
 def test_plugins_are_not_consulted_before_the_precheck_rules() -> None:
@@ -385,3 +393,42 @@ def test_a_filter_that_rejected_no_pod_is_not_asked_for_a_message() -> None:
     assert plan(snapshot(decoded_run("r"), ()), claimers(quiet)) == Wait(
         'waiting for available runtime pods for runtime "python"', ()
     )
+
+
+def test_each_filter_is_asked_with_its_own_reasons_only_when_another_follows_it() -> None:
+    registry = claimers(Claimer("A", 1, "x"), Claimer("B", 5, "y"), Claimer("C", 3, "z"))
+    pods = (slot("x1"), slot("x22"), slot("y1"), slot("z1"), slot("z22"))
+    result = plan(snapshot(decoded_run("r"), pods), registry)
+    assert isinstance(result, Wait) and result.message == "B waits (BEven)"
+    result = plan(snapshot(decoded_run("r"), pods[:2] + pods[3:]), registry)
+    assert isinstance(result, Wait) and result.message == "C waits (CEven,COdd)"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FaultyScore:
+    """A score plugin whose PreScore fails, or whose NormalizeScore drops the last score."""
+
+    name: ClassVar[str] = "Faulty"
+    fast_path: ClassVar[bool] = False
+    fail_prepare: bool = False
+
+    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
+        if self.fail_prepare:
+            return Failure(CycleError("PluginError", "Faulty could not prepare"))
+        return Success(lambda slots: tuple(50 for _ in slots))
+
+    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
+        return raw[:-1]
+
+
+def test_a_score_plugin_prepare_failure_is_the_cycles_error() -> None:
+    snap = snapshot(decoded_run("r"), (slot("p1"), slot("p2")))
+    error = plan_cycle(snap, registry_with(FaultyScore(fail_prepare=True))).failure()
+    assert error == CycleError("PluginError", "Faulty could not prepare")
+
+
+def test_a_normalizer_returning_the_wrong_number_of_scores_is_a_plugin_error() -> None:
+    snap = snapshot(decoded_run("r"), (slot("p1"), slot("p2")))
+    error = plan_cycle(snap, registry_with(FaultyScore())).failure()
+    assert error == CycleError("PluginError", 'score plugin "Faulty" returned 1 normalized scores for 2 pods')

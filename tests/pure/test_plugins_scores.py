@@ -28,6 +28,7 @@ from tests.pure.planning_world import plan, slot, snapshot, target
         ((2, 0, 1), (100, 0, 50)),
         ((3, 1), (100, 33)),
         ((7,), (100,)),
+        ((1, 0, 1), (100, 0, 100)),
         ((200, 199, 1), (100, 99, 0)),
     ],
 )

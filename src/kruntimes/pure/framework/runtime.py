@@ -86,8 +86,8 @@ def run_filters(run: Run, snapshot: Snapshot, registry: Registry) -> Result[Filt
             break
         if isinstance(pod_filter, BatchFilter):
             feasible, rejected = pod_filter.select(feasible)
-            for reason, count in rejected.items():
-                counts[(index, reason)] = counts.get((index, reason), 0) + count
+            for reason, count in rejected.items():  # one select per filter: each key is new
+                counts[(index, reason)] = count
             continue
         kept: list[PodSlot] = []
         for slot in feasible:
