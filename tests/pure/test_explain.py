@@ -15,7 +15,7 @@ from typing import ClassVar, final
 from returns.result import Failure, Result, Success
 
 from kruntimes.pure.explain import FEASIBLE, Explanation, PodVerdict, explain
-from kruntimes.pure.framework.interface import ParkKind, PendingMessage, PodFilter, PodScorer, keep_scores
+from kruntimes.pure.framework.interface import ParkKind, PendingMessage, PodFilter
 from kruntimes.pure.framework.registry import EMPTY_REGISTRY, Registry
 from kruntimes.pure.model.objects import PodSlot, Run, Snapshot
 from kruntimes.pure.model.plan import Bind, CycleError, Delay, Fail, PodScore, Skip
@@ -24,6 +24,7 @@ from kruntimes.pure.plugins.registry import DEFAULT_REGISTRY
 from kruntimes.pure.model.times import format_time
 from tests.builders import NOW, active_run, decoded_run
 from tests.pure.planning_world import slot, snapshot
+from tests.pure.test_framework import FixedScore
 
 
 def backing_off(name: str = "retry") -> Run:
@@ -66,27 +67,11 @@ class Refuse:
         return f"refused ({reason})"
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class Fixed:
-    """Scores every pod ``value`` (out of range above 100: the cycle fails with ``ScoreError``)."""
-
-    name: ClassVar[str] = "Fixed"
-    fast_path: ClassVar[bool] = False
-    value: int = 7
-
-    def prepare(self, run: Run, snapshot: Snapshot) -> Result[PodScorer, CycleError]:
-        return Success(lambda slots: tuple(self.value for _ in slots))
-
-    def normalize(self, raw: tuple[int, ...]) -> tuple[int, ...]:
-        return keep_scores(raw)
-
-
 def refusing(plugin: Refuse, base: Registry = EMPTY_REGISTRY) -> Registry:
     return base.register_filter(plugin.name, lambda: plugin).unwrap()
 
 
-def scoring(plugin: Fixed, weight: int = 3, base: Registry = EMPTY_REGISTRY) -> Registry:
+def scoring(plugin: FixedScore, weight: int = 3, base: Registry = EMPTY_REGISTRY) -> Registry:
     return base.register_score(plugin.name, weight, lambda: plugin).unwrap()
 
 
@@ -94,7 +79,7 @@ def scoring(plugin: Fixed, weight: int = 3, base: Registry = EMPTY_REGISTRY) -> 
 
 
 def test_a_run_that_ends_before_filtering_is_explained_by_its_plan_alone() -> None:
-    registry = scoring(Fixed())
+    registry = scoring(FixedScore(7))
     cases = [
         (snapshot(None, [slot("p1")]), Skip("not found")),
         (snapshot(active_run("busy", "p1"), [slot("p1")]), Skip("not pending")),
@@ -120,7 +105,7 @@ def test_plugins_are_not_asked_about_a_run_that_ends_before_filtering() -> None:
 
 
 def test_a_due_run_gets_the_plans_ranking_then_the_refused_pods_in_snapshot_order() -> None:
-    registry = scoring(Fixed(), base=refusing(Refuse(frozenset({"a", "c"}))))
+    registry = scoring(FixedScore(7), base=refusing(Refuse(frozenset({"a", "c"}))))
     pods = [slot("a"), slot("b"), slot("c"), slot("d")]
     snap = snapshot(decoded_run("r"), pods)
     exp = explain(snap, registry)
@@ -158,7 +143,7 @@ def test_a_pod_refused_by_a_filter_is_not_asked_of_the_filters_after_it() -> Non
 
 
 def test_a_run_in_back_off_is_explained_as_the_next_cycle_of_the_callers_registry_sees_it() -> None:
-    registry = scoring(Fixed(), weight=2, base=refusing(Refuse(frozenset({"a"}))))
+    registry = scoring(FixedScore(7), weight=2, base=refusing(Refuse(frozenset({"a"}))))
     pods = [slot("a"), slot("b"), slot("c")]
     snap = snapshot(backing_off(), pods)
     plan = plan_cycle(snap, registry)
@@ -176,7 +161,7 @@ def test_a_run_in_back_off_is_explained_as_the_next_cycle_of_the_callers_registr
 
 
 def test_a_run_in_back_off_whose_next_cycle_fails_reports_that_error() -> None:
-    registry = scoring(Fixed(500))
+    registry = scoring(FixedScore(500))
     snap = snapshot(backing_off(), [slot("p1")])
     exp = explain(snap, registry)
     assert isinstance(exp.plan.unwrap(), Delay)
@@ -207,7 +192,7 @@ def test_an_undeclared_reason_is_the_plans_plugin_error_and_leaves_no_verdicts()
 
 
 def test_a_score_error_keeps_the_verdicts_unranked_and_reports_the_plans_error() -> None:
-    registry = scoring(Fixed(500), base=refusing(Refuse(frozenset({"p2"}))))
+    registry = scoring(FixedScore(500), base=refusing(Refuse(frozenset({"p2"}))))
     pods = [slot("p1"), slot("p2")]
     snap = snapshot(decoded_run("r"), pods)
     error = CycleError("ScoreError", 'score plugin "Fixed" pod "p1" returned 500 outside 0..100')
