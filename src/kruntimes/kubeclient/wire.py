@@ -139,16 +139,8 @@ class Stream:
         reader, head = self._reader, self._head
         try:
             if head.chunked:
-                while True:
-                    size = int(_line(reader).split(b";", 1)[0].strip(), 16)
-                    if size == 0:
-                        while _line(reader) not in (b"\r\n", b"\n"):
-                            pass  # trailers
-                        return
-                    chunk = reader.read(size)
-                    if len(chunk) < size or _line(reader) not in (b"\r\n", b"\n"):
-                        raise _Broken("the answer ended inside a chunk")
-                    yield chunk
+                yield from _chunks(reader)
+                return
             left = head.length
             while left is None or left > 0:
                 data = reader.read1(65536 if left is None else min(left, 65536))
@@ -393,7 +385,7 @@ def _read_answer(reader: BufferedReader, method: str) -> tuple[Answer, bool]:
     if method == "HEAD" or head.status in NO_BODY_STATUSES:
         body = b""
     elif head.chunked:
-        body = _chunked(reader)
+        body = b"".join(_chunks(reader))
     elif head.length is not None:
         body = reader.read(head.length)
         if len(body) < head.length:
@@ -404,15 +396,15 @@ def _read_answer(reader: BufferedReader, method: str) -> tuple[Answer, bool]:
     return Answer(head.status, body, head.retry_after), close
 
 
-def _chunked(reader: BufferedReader) -> bytes:
-    parts: list[bytes] = []
+def _chunks(reader: BufferedReader) -> Iterator[bytes]:
+    """The chunks of a chunked body, each as it arrives; its trailers read and dropped."""
     while True:
         size = int(_line(reader).split(b";", 1)[0].strip(), 16)
         if size == 0:
             while _line(reader) not in (b"\r\n", b"\n"):
                 pass  # trailers
-            return b"".join(parts)
+            return
         chunk = reader.read(size)
         if len(chunk) < size or _line(reader) not in (b"\r\n", b"\n"):
             raise _Broken("the answer ended inside a chunk")
-        parts.append(chunk)
+        yield chunk
